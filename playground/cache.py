@@ -1,0 +1,37 @@
+"""Where the playground keeps what it can reuse: edited sources and compile results, keyed by what they depend on."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+FORMAT = 1  # bump when the shape of a cached compile result changes
+
+
+def cache_dir() -> Path:
+    path = Path(os.environ.get("PLAYGROUND_CACHE_DIR", Path.home() / ".cache" / "tilelang-playground"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def key(*parts) -> str:
+    """A stable hash of JSON-able parts (source text, parameters, target, versions)."""
+    blob = json.dumps([FORMAT, *parts], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def get(kind: str, k: str) -> dict | None:
+    path = cache_dir() / kind / f"{k}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def put(kind: str, k: str, value: dict) -> None:
+    folder = cache_dir() / kind
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{k}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(value))
+    tmp.replace(folder / f"{k}.json")

@@ -1,0 +1,267 @@
+"""Compile a kernel for a target: generated CUDA, host code, PTX, ptxas figures and a CUDA → source line map.
+
+Compiling needs no GPU: TileLang lowers on the CPU and nvcc runs there when the target arch is given explicitly.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import cache
+from .catalogue import Config, Kernel
+from .errors import StageError, clip, first_line, format_exception, user_line_from_text, user_line_from_traceback
+
+ARCHES = ("sm_90a", "sm_90", "sm_80", "sm_86", "sm_89", "sm_100a", "sm_120")
+DEFAULT_ARCH = "sm_90a"  # Hopper: the H100/H200 a class server most likely has; wgmma needs the "a" variant
+
+
+def tilelang_version() -> str:
+    import tilelang
+    return tilelang.__version__
+
+
+def gpu_arch() -> str | None:
+    """The arch of the GPU in this machine, or None without one (checked without creating a CUDA context)."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+        major, minor = torch.cuda.get_device_capability()
+    except Exception:
+        return None
+    return f"sm_{major}{minor}" + ("a" if major in (9, 10) else "")
+
+
+def resolve_arch(arch: str | None) -> str:
+    arch = arch or gpu_arch() or DEFAULT_ARCH
+    if not re.fullmatch(r"sm_\d+[af]?", arch):
+        raise StageError("parameters", f"arch {arch!r} is not of the form sm_90a, sm_80, ...")
+    return arch
+
+
+# -- the line map ------------------------------------------------------------------------------------------------
+LINE_DIRECTIVE = re.compile(r'^\s*#line\s+(\d+)\s+"([^"]*)"\s*$')
+
+
+def split_line_directives(cuda: str, user_file: str) -> tuple[str, list[int | None]]:
+    """Drop TileLang's `#line` directives from the CUDA text and return, for each remaining line, the line of the
+    user's file it came from (None for boilerplate). Lines that a directive attributes to TileLang's own files (the
+    expansion of `T.gemm`, say) keep the user line that was current, which is the statement being expanded."""
+    out: list[str] = []
+    line_map: list[int | None] = []
+    current: int | None = None
+    for text in cuda.splitlines():
+        m = LINE_DIRECTIVE.match(text)
+        if m:
+            if os.path.realpath(m.group(2)) == os.path.realpath(user_file):
+                current = int(m.group(1))
+            continue
+        out.append(text)
+        # A closing brace ends the statement that was current; braces alone are not worth a mark.
+        line_map.append(current if text.strip() not in ("}", "{", "") else None)
+    return "\n".join(out) + "\n", line_map
+
+
+# -- ptxas figures ---------------------------------------------------------------------------------------------
+def find_cuda_tool(name: str) -> str | None:
+    try:
+        from tilelang.env import CUDA_HOME
+        candidate = Path(CUDA_HOME or "") / "bin" / name
+        if candidate.exists():
+            return str(candidate)
+    except Exception:
+        pass
+    return shutil.which(name)
+
+
+def parse_ptxas(log: str, kernel_name: str | None = None) -> dict[str, int]:
+    """Registers, static shared memory, spills and stack of the kernel entry in `ptxas -v` output."""
+    entries: dict[str, dict[str, int]] = {}
+    name = None
+    for line in log.splitlines():
+        m = re.search(r"(?:Compiling entry function|Function properties for) '?([\w$]+)'?", line)
+        if m:
+            name = m.group(1)
+            entries.setdefault(name, {})
+        if name is None:
+            continue
+        e = entries[name]
+        for key, pattern in (("stack_bytes", r"(\d+) bytes stack frame"), ("spill_stores", r"(\d+) bytes spill stores"),
+                             ("spill_loads", r"(\d+) bytes spill loads"), ("registers", r"Used (\d+) registers"),
+                             ("static_shared_bytes", r"(\d+) bytes smem"), ("barriers", r"used (\d+) barriers")):
+            m = re.search(pattern, line)
+            if m:
+                e[key] = int(m.group(1))
+    if not entries:
+        return {}
+    chosen = entries.get(kernel_name) or next((v for v in entries.values() if "registers" in v), {})
+    return chosen
+
+
+def ptxas_resources(ptx_path: Path, arch: str) -> tuple[dict[str, int], str]:
+    ptxas = find_cuda_tool("ptxas")
+    if ptxas is None:
+        return {}, "ptxas not found: register and spill figures unavailable"
+    proc = subprocess.run([ptxas, f"-arch={arch}", "-v", str(ptx_path), "-o", os.devnull],
+                          capture_output=True, text=True, timeout=120)
+    log = proc.stdout + proc.stderr
+    return parse_ptxas(log), log
+
+
+# -- errors ---------------------------------------------------------------------------------------------------
+def nvcc_error(text: str, user_file: str) -> StageError:
+    """nvcc's RuntimeError carries the whole .cu first; keep what follows `Compilation error:`."""
+    body = text.split("Compilation error:", 1)[-1]
+    body = body.split("\nCommand:", 1)[0].strip()
+    errors = [ln for ln in body.splitlines() if re.search(r"\berror\b", ln)]
+    message = errors[0] if errors else first_line(body)
+    message = re.sub(r"^\S+?\((\d+)\): ", "", message)  # the file name is a temporary path; the line is kept below
+    return StageError("nvcc", message[:500], user_line_from_text(body, user_file), clip(body))
+
+
+def tilelang_error(exc: BaseException, user_file: str) -> StageError:
+    text = str(exc)
+    if "Compilation error:" in text:
+        return nvcc_error(text, user_file)
+    if "timed out" in text and "NVCC" in text:
+        return StageError("timeout", first_line(text), None, clip(text))
+    # TVM errors put a C++ backtrace first and the message last; take the last line that names an error.
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    named = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception)\b", ln)]
+    message = named[-1] if named else (lines[-1] if lines and lines[0].startswith("Traceback") else first_line(text))
+    if not re.match(r"^[\w.]*(Error|Exception)", message):
+        message = f"{type(exc).__name__}: {message}"
+    line = user_line_from_text(text, user_file) or user_line_from_traceback(exc, user_file)
+    return StageError("tilelang", message[:500], line, clip(format_exception(exc)))
+
+
+# -- the compile step -------------------------------------------------------------------------------------------
+@dataclass
+class Built:
+    """A compiled kernel: the TileLang JITKernel (runnable where a GPU is) and its JSON description."""
+    jit: Any
+    result: dict
+
+
+def make_prim_func(kernel: Kernel, config: Config):
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return kernel.factory(**config.factory_kwargs())
+    except StageError:
+        raise
+    except Exception as exc:
+        raise tilelang_error(exc, str(kernel.path)) from None
+
+
+def launch_info(jit) -> dict[str, Any]:
+    """Grid, block and dynamic shared memory from the lowered device module."""
+    info: dict[str, Any] = {}
+    device_mod = getattr(getattr(jit, "artifact", None), "device_mod", None)
+    if device_mod is None:
+        return info
+    for _, func in device_mod.functions.items():
+        attrs = func.attrs or {}
+        if "thread_extent" not in attrs:
+            continue
+        ext = {str(k): int(v) for k, v in attrs["thread_extent"].items()}
+        info["grid"] = [ext.get(f"blockIdx.{a}", 1) for a in "xyz"]
+        info["block"] = [ext.get(f"threadIdx.{a}", 1) for a in "xyz"]
+        info["dynamic_shared_bytes"] = int(attrs.get("dyn_shared_memory_buf", 0) or 0)
+        break
+    return info
+
+
+def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_cache: bool = False) -> Built:
+    """Compile `kernel` at `config` for `arch`. Without TileLang's cache (the default) every artifact is fresh:
+    PTX, ptxas figures and the launch shape come from this compile, not from a stored library."""
+    import tilelang
+    arch = resolve_arch(arch)
+    user_file = str(kernel.path)
+    prim_func = make_prim_func(kernel, config)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="nvcc-keep-") as keep:
+        pass_configs = {
+            "tl.emit_line_directives": True,
+            # -keep leaves nvcc's intermediate PTX behind, so PTX costs no second nvcc run.
+            "tl.device_compile_flags": ["-keep", "-keep-dir", keep],
+        }
+        was_enabled = tilelang.env.is_cache_enabled()
+        if not use_tilelang_cache:
+            tilelang.env.disable_cache()
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                jit = tilelang.compile(prim_func, target={"kind": "cuda", "arch": arch}, pass_configs=pass_configs)
+        except Exception as exc:
+            raise tilelang_error(exc, user_file) from None
+        finally:
+            if was_enabled:
+                tilelang.env.enable_cache()
+        seconds = time.perf_counter() - start
+        ptx_files = sorted(Path(keep).glob("*.ptx"))
+        if ptx_files:
+            ptx = ptx_files[0].read_text()
+        else:  # TileLang's cache served the binary: ask nvcc for the PTX
+            ptx = jit._get_ptx()
+            ptx_files = [Path(keep) / "kernel.ptx"]
+            ptx_files[0].write_text(ptx)
+        figures, ptxas_log = ptxas_resources(ptx_files[0], arch)
+
+    cuda, line_map = split_line_directives(jit.get_kernel_source(), user_file)
+    launch = launch_info(jit)
+    dynamic = launch.pop("dynamic_shared_bytes", None)
+    resources = {
+        "registers": figures.get("registers"),
+        "shared_bytes": (figures.get("static_shared_bytes") or 0) + (dynamic or 0),
+        "static_shared_bytes": figures.get("static_shared_bytes"),
+        "dynamic_shared_bytes": dynamic,
+        "spill_bytes": (figures["spill_stores"] + figures["spill_loads"]) if "spill_stores" in figures else None,
+        "spill_stores": figures.get("spill_stores"),
+        "spill_loads": figures.get("spill_loads"),
+        "stack_bytes": figures.get("stack_bytes"),
+        "threads": (launch["block"][0] * launch["block"][1] * launch["block"][2]) if "block" in launch else None,
+        **launch,
+    }
+    result = {
+        "ok": True,
+        "kernel": kernel.name,
+        "config": config.to_json(),
+        "arch": arch,
+        "tilelang_version": tilelang_version(),
+        "source_file": user_file,
+        "cuda": cuda,
+        "host": jit.get_host_source(),
+        "ptx": ptx,
+        "ptxas_log": ptxas_log.strip(),
+        "resources": resources,
+        "line_map": line_map,
+        "compile_seconds": round(seconds, 3),
+        "cached": False,
+        "error": None,
+    }
+    return Built(jit, result)
+
+
+def compile_key(kernel: Kernel, config: Config, arch: str) -> str:
+    return cache.key("compile", kernel.name, kernel.source, config.to_json(), arch, tilelang_version())
+
+
+def compile_kernel(kernel: Kernel, config: Config, arch: str | None = None) -> dict:
+    """The compile result as JSON, from the cache when the same source, parameters, target and TileLang were
+    compiled before."""
+    arch = resolve_arch(arch)
+    k = compile_key(kernel, config, arch)
+    hit = cache.get("compile", k)
+    if hit is not None and hit.get("source_file") == str(kernel.path):
+        return {**hit, "cached": True}
+    result = build(kernel, config, arch).result
+    cache.put("compile", k, result)
+    return result
