@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from .errors import StageError
-from .source import import_file, load_text
+from .source import import_file, write_source
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS_DIR = ROOT / "kernels"
@@ -224,14 +224,16 @@ def builtin_source(name: str) -> str:
 def load(name: str, source: str | None = None, workdir: Path | None = None) -> Kernel:
     """The kernel `name`, from the catalogue's file or from edited `source` text (written under `workdir`)."""
     builtin = builtin_path(name)
-    if source is None:
-        source = builtin.read_text()
-    if source == builtin.read_text():
-        module = import_file(builtin, f"kernels.{name}")
-        path = builtin
-    else:
-        from .cache import cache_dir
-        module = load_text(source, name, Path(workdir) if workdir else cache_dir() / "sources")
-        path = Path(module.__file__)
+    if source is None or source == builtin.read_text():
+        return load_file(name, builtin)
+    from .cache import cache_dir
+    return load_file(name, write_source(source, name, Path(workdir) if workdir else cache_dir() / "sources"))
+
+
+def load_file(name: str, path: Path) -> Kernel:
+    """The kernel `name` from the file at `path` (the catalogue's own file, or an edited copy written earlier)."""
+    path = Path(path).resolve()
+    is_builtin = path == builtin_path(name).resolve()
+    module = import_file(path, f"kernels.{name}" if is_builtin else None)
     _check_declarations(name, module, path)
-    return Kernel(name, module, path, source)
+    return Kernel(name, module, path, path.read_text())

@@ -122,10 +122,24 @@ def nvcc_error(text: str, user_file: str) -> StageError:
     """nvcc's RuntimeError carries the whole .cu first; keep what follows `Compilation error:`."""
     body = text.split("Compilation error:", 1)[-1]
     body = body.split("\nCommand:", 1)[0].strip()
-    errors = [ln for ln in body.splitlines() if re.search(r"\berror\b", ln)]
-    message = errors[0] if errors else first_line(body)
-    message = re.sub(r"^\S+?\((\d+)\): ", "", message)  # the file name is a temporary path; the line is kept below
-    return StageError("nvcc", message[:500], user_line_from_text(body, user_file), clip(body))
+    lines = body.splitlines()
+    # nvcc prints each diagnostic as a header line, the offending code and a caret; warnings from TileLang's own
+    # headers are many and rarely the cause, so the errors come first and the whole output after them.
+    blocks, i = [], 0
+    while i < len(lines):
+        if re.search(r": (fatal )?error\b", lines[i]):
+            j = i + 1
+            while j < len(lines) and lines[j].strip() and not re.search(r"\(\d+\): (warning|error)", lines[j]):
+                j += 1
+            blocks.append("\n".join(lines[i:j]))
+            i = j
+        else:
+            i += 1
+    header = blocks[0].splitlines()[0] if blocks else first_line(body)
+    message = re.sub(r"^\S+?\((\d+)\): ", "", header)  # the file name is a temporary path; the line is kept below
+    log = ("\n\n".join(blocks) + "\n\n---- full nvcc output ----\n" + body) if blocks else body
+    line = user_line_from_text(blocks[0] if blocks else body, user_file)
+    return StageError("nvcc", message[:500], line, clip(log))
 
 
 def tilelang_error(exc: BaseException, user_file: str) -> StageError:

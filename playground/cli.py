@@ -1,0 +1,186 @@
+"""The command line: list, compile, run, tune, sweep, bench. JSON on stdout with --json; exit status 1 when not ok.
+
+    python -m playground list --json
+    python -m playground compile gemm --set block_M=64 --arch sm_90a --json
+    python -m playground run gemm --source my_gemm.py --set preset=8192³ --json
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import sys
+from pathlib import Path
+
+from .errors import StageError, clip, format_exception
+
+
+def parse_sets(pairs: list[str]) -> dict:
+    values = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise StageError("parameters", f"--set takes NAME=VALUE, not {pair!r}")
+        values[name.strip()] = value.strip()
+    return values
+
+
+def _jsonable(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise a `timeout` StageError in Python code that runs past `seconds` (nvcc gets the same limit). A job
+    runner still kills the whole process group from outside: a signal cannot interrupt a blocking C call."""
+    if not seconds:
+        yield
+        return
+    os.environ["TILELANG_COMPILE_TIMEOUT_SECONDS"] = str(int(seconds))
+
+    def expire(*_):
+        raise StageError("timeout", f"the job ran past its {seconds:g} s limit")
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def execute(action: str, kernel_name: str, source: str | None = None, params: dict | None = None,
+            arch: str | None = None, workdir: str | None = None, **options) -> dict:
+    """One engine call as JSON: what the command line prints and what a job returns. Never raises for user errors."""
+    from . import catalogue
+    result: dict = {"ok": False, "kernel": kernel_name, "action": action}
+    try:
+        kernel = catalogue.load(kernel_name, source, workdir)
+        config = kernel.resolve(params or {})
+        result["config"] = config.to_json()
+        with contextlib.redirect_stdout(sys.stderr):  # a print() in the user's code must not corrupt our JSON
+            if action == "compile":
+                from .compile import compile_kernel
+                result = compile_kernel(kernel, config, arch)
+            elif action == "run":
+                from .run import run
+                result = run(kernel, config, arch, seed=options.get("seed"), graph=options.get("graph", False),
+                             progress=options.get("progress") or (lambda *_: None))
+            elif action == "tune":
+                from .tune import tune
+                result = tune(kernel, config, arch, max_configs=options.get("max_configs", 32),
+                              progress=options.get("progress")).to_json()
+            elif action == "sweep":
+                from .sweep import sweep
+                result = sweep(kernel, config, arch, progress=options.get("progress"))
+            else:
+                raise StageError("parameters", f"unknown action {action!r}")
+    except StageError as err:
+        result["error"] = err.to_json()
+    except MemoryError as exc:
+        result["error"] = StageError("device", "the job ran out of memory", None, clip(format_exception(exc))).to_json()
+    except Exception as exc:
+        result["error"] = StageError("internal", f"{type(exc).__name__}: {exc}"[:500], None,
+                                     clip(format_exception(exc))).to_json()
+    result.setdefault("action", action)
+    result["action"] = action
+    return _jsonable(result)
+
+
+# -- human-readable output --------------------------------------------------------------------------------------
+def _print_error(err: dict) -> None:
+    where = f" at line {err['line']}" if err.get("line") else ""
+    print(f"error [{err['stage']}]{where}: {err['message']}")
+
+
+def print_human(result: dict) -> None:
+    if result.get("resources"):
+        r = result["resources"]
+        print(f"{result['kernel']} {result['config']} → {result['arch']}: compiled in {result['compile_seconds']} s"
+              f"{' (cached)' if result.get('cached') else ''}")
+        print(f"  registers {r['registers']}, shared memory {r['shared_bytes']} B, spills {r['spill_bytes']} B, "
+              f"grid {r.get('grid')}, block {r.get('block')}")
+    for v in result.get("verification") or []:
+        print(f"  {'PASS' if v['passed'] else 'FAIL'} {v['label']}: rel error {v['rel_error']}, "
+              f"max abs {v['max_abs_error']}" + ("" if v["passed"] else f", {v['message']}"))
+    if result.get("timing"):
+        t = result["timing"]
+        print(f"  kernel   {t['median_ms']:.4f} ms [{t['p20_ms']:.4f}, {t['p80_ms']:.4f}]  "
+              f"{result['tflops']:.1f} TFLOP/s  {result['gbps']:.0f} GB/s")
+        for name, b in result.get("baselines", {}).items():
+            print(f"  {name}: {b['median_ms']:.4f} ms  (kernel is {b['speedup']:.2f}× its speed)")
+    for row in result.get("table") or []:
+        print("  " + "  ".join(f"{k}={v}" for k, v in row.items() if v is not None))
+    if result.get("best"):
+        print(f"  best: {result['best']}")
+    for row in result.get("rows") or []:
+        series = ", ".join(f"{n} {s['median_ms']:.4f} ms" for n, s in (row.get("series") or {}).items())
+        print(f"  {row['label']}: {series or row.get('error')}")
+    if result.get("error"):
+        _print_error(result["error"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m playground", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="action", required=True)
+    p_list = sub.add_parser("list", help="the kernels, their parameters, spaces and presets")
+    p_list.add_argument("--json", action="store_true")
+    for action, text in (("compile", "compile to CUDA/PTX (no GPU needed)"), ("run", "compile, verify and time"),
+                         ("tune", "search the tile space on this GPU"), ("sweep", "time across problem sizes")):
+        p = sub.add_parser(action, help=text)
+        p.add_argument("kernel")
+        p.add_argument("--source", type=Path, help="an edited copy of the kernel file")
+        p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                       help="a parameter: a problem size, dtype, a tile parameter or preset=LABEL")
+        p.add_argument("--params", help="parameters as a JSON object (merged under --set)")
+        p.add_argument("--arch", help="target, e.g. sm_90a (default: the GPU present, else sm_90a)")
+        p.add_argument("--workdir", help="where edited sources are written (default: the cache folder)")
+        p.add_argument("--timeout", type=float, help="seconds before the job stops with a timeout error")
+        p.add_argument("--json", action="store_true")
+        if action == "run":
+            p.add_argument("--seed", type=int)
+            p.add_argument("--graph", action="store_true", help="time CUDA-graph replays (microsecond kernels)")
+        if action == "tune":
+            p.add_argument("--max-configs", type=int, default=32)
+    args = parser.parse_args(argv)
+
+    if args.action == "list":
+        from . import catalogue
+        kernels = [catalogue.load(n).describe() for n in catalogue.builtin_names()]
+        if args.json:
+            print(json.dumps(_jsonable(kernels), indent=1))
+        else:
+            for k in kernels:
+                print(f"{k['name']:16} {k['description']}")
+        return 0
+    try:
+        params = json.loads(args.params) if args.params else {}
+        params.update(parse_sets(args.sets))
+        source = args.source.read_text() if args.source else None
+    except (OSError, ValueError, StageError) as exc:
+        err = exc if isinstance(exc, StageError) else StageError("parameters", str(exc))
+        result = {"ok": False, "kernel": args.kernel, "action": args.action, "error": err.to_json()}
+    else:
+        options = {k: getattr(args, k) for k in ("seed", "graph", "max_configs") if hasattr(args, k)}
+        if not args.json:
+            options["progress"] = lambda what, frac, *_: print(f"[{frac:4.0%}] {what}", file=sys.stderr)
+        with time_limit(args.timeout):
+            try:
+                result = execute(args.action, args.kernel, source, params, args.arch, args.workdir, **options)
+            except StageError as err:  # the alarm can fire outside execute's own handler
+                result = {"ok": False, "kernel": args.kernel, "action": args.action, "error": err.to_json()}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_human(result)
+    return 0 if result.get("ok") else 1

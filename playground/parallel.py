@@ -1,0 +1,72 @@
+"""Compile many configurations of one kernel at once, one process per CPU core.
+
+TileLang's lowering holds the GIL and nvcc is a child process, so processes (not threads) are what use the cores.
+Each worker compiles into TileLang's kernel cache (TILELANG_CACHE_DIR); the parent then loads every kernel from that
+cache in milliseconds. The edited source is written to the same content-addressed path in every process, so the
+`#line` directives, and with them TileLang's cache keys, agree.
+"""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from typing import Callable
+
+from .catalogue import Config, Kernel, load_file
+from .compile import make_prim_func, resolve_arch, tilelang_error
+from .errors import StageError
+
+CACHED_PASS_CONFIGS = {"tl.emit_line_directives": True}
+
+
+def build_jit(kernel: Kernel, config: Config, arch: str):
+    """A runnable kernel through TileLang's cache: the fast path once a worker (or an earlier job) compiled it."""
+    import tilelang
+    prim_func = make_prim_func(kernel, config)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return tilelang.compile(prim_func, target={"kind": "cuda", "arch": arch}, pass_configs=CACHED_PASS_CONFIGS)
+    except Exception as exc:
+        raise tilelang_error(exc, str(kernel.path)) from None
+
+
+def _compile_one(name: str, path: str, config: dict, arch: str) -> dict | None:
+    try:
+        kernel = load_file(name, path)
+        build_jit(kernel, Config(config["problem"], config["dtype"], config["tile"]), arch)
+        return None
+    except StageError as err:
+        return err.to_json()
+    except Exception as exc:  # a worker must answer, whatever happened
+        return StageError("internal", f"{type(exc).__name__}: {exc}").to_json()
+
+
+def default_workers() -> int:
+    return max(1, min(16, (os.cpu_count() or 2)))
+
+
+def compile_all(kernel: Kernel, configs: list[Config], arch: str | None = None, workers: int | None = None,
+                on_done: Callable[[int, int], None] | None = None) -> list[dict | None]:
+    """Compile `configs` in parallel into TileLang's cache; returns, per config, None or the error's JSON."""
+    arch = resolve_arch(arch)
+    if not configs:
+        return []
+    workers = min(workers or default_workers(), len(configs))
+    if workers <= 1:
+        results = []
+        for i, c in enumerate(configs):
+            results.append(_compile_one(kernel.name, str(kernel.path), c.to_json(), arch))
+            if on_done:
+                on_done(i + 1, len(configs))
+        return results
+    ctx = multiprocessing.get_context("spawn")  # fork after TileLang or CUDA initialised is unsafe
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = [pool.submit(_compile_one, kernel.name, str(kernel.path), c.to_json(), arch) for c in configs]
+        results = []
+        for i, f in enumerate(futures):
+            results.append(f.result())
+            if on_done:
+                on_done(i + 1, len(configs))
+        return results
