@@ -20,6 +20,7 @@ STAGES = (
     "timeout",     # a step ran past its time limit
     "device",      # no GPU, or the GPU failed while running the kernel
     "verify",      # the kernel ran but its output is wrong
+    "busy",        # the server is full: the queue or the rate limit turned the job away
     "internal",    # a bug in the playground itself
 )
 

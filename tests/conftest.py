@@ -1,0 +1,33 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def has_gpu() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if has_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    """Tests compile into their own cache folders, so a stale cache can neither hide nor cause a failure."""
+    if "PLAYGROUND_CACHE_DIR" not in os.environ:
+        os.environ["PLAYGROUND_CACHE_DIR"] = str(tmp_path_factory.mktemp("playground-cache"))
+    yield
