@@ -52,10 +52,20 @@ def resolve_arch(arch: str | None) -> str:
 LINE_DIRECTIVE = re.compile(r'^\s*#line\s+(\d+)\s+"([^"]*)"\s*$')
 
 
-def split_line_directives(cuda: str, user_file: str) -> tuple[str, list[int | None]]:
+# TileLang's own files that expand one user operation; their directives are attributed back to that operation.
+LIBRARY_OPERATIONS = (("gemm", "T.gemm("), ("mma", "T.gemm("), ("copy", "T.copy("), ("tma", "T.copy("),
+                      ("reduce", "T.reduce"), ("atomic", "T.atomic"))
+
+
+def split_line_directives(cuda: str, user_file: str, source: str = "") -> tuple[str, list[int | None]]:
     """Drop TileLang's `#line` directives from the CUDA text and return, for each remaining line, the line of the
-    user's file it came from (None for boilerplate). Lines that a directive attributes to TileLang's own files (the
-    expansion of `T.gemm`, say) keep the user line that was current, which is the statement being expanded."""
+    user's file it came from (None for boilerplate).
+
+    TileLang's directives are coarse: the body of an expanded `T.gemm` is attributed to TileLang's own macro files.
+    Such a block is given to the next line of the user's `source`, after the current one, that calls the operation
+    the macro file implements (`wgmma_macro_generator.py` → the next `T.gemm(`), so a student who picks the
+    `T.gemm` line sees the wgmma instructions it became."""
+    user_lines = source.splitlines()
     out: list[str] = []
     line_map: list[int | None] = []
     current: int | None = None
@@ -64,11 +74,24 @@ def split_line_directives(cuda: str, user_file: str) -> tuple[str, list[int | No
         if m:
             if os.path.realpath(m.group(2)) == os.path.realpath(user_file):
                 current = int(m.group(1))
+            else:
+                current = _operation_line(Path(m.group(2)).stem, user_lines, current)
             continue
         out.append(text)
-        # A closing brace ends the statement that was current; braces alone are not worth a mark.
         line_map.append(current if text.strip() not in ("}", "{", "") else None)
     return "\n".join(out) + "\n", line_map
+
+
+def _operation_line(library_file: str, user_lines: list[str], after: int | None) -> int | None:
+    for key, call in LIBRARY_OPERATIONS:
+        if key in library_file:
+            if after is not None and after <= len(user_lines) and call in user_lines[after - 1]:
+                return after  # still inside the same operation's expansion
+            for n in range((after or 0) + 1, len(user_lines) + 1):
+                if call in user_lines[n - 1] and not user_lines[n - 1].lstrip().startswith("#"):
+                    return n
+            return None
+    return None
 
 
 # -- ptxas figures ---------------------------------------------------------------------------------------------
@@ -170,7 +193,8 @@ def make_prim_func(kernel: Kernel, config: Config):
     try:
         with contextlib.redirect_stdout(sys.stderr):
             return kernel.factory(**config.factory_kwargs())
-    except StageError:
+    except StageError as exc:
+        exc.line = exc.line or user_line_from_traceback(exc, str(kernel.path))
         raise
     except Exception as exc:
         raise tilelang_error(exc, str(kernel.path)) from None
@@ -214,6 +238,8 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 jit = tilelang.compile(prim_func, target={"kind": "cuda", "arch": arch}, pass_configs=pass_configs)
+        except StageError:
+            raise
         except Exception as exc:
             raise tilelang_error(exc, user_file) from None
         finally:
@@ -229,7 +255,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
             ptx_files[0].write_text(ptx)
         figures, ptxas_log = ptxas_resources(ptx_files[0], arch)
 
-    cuda, line_map = split_line_directives(jit.get_kernel_source(), user_file)
+    cuda, line_map = split_line_directives(jit.get_kernel_source(), user_file, kernel.source)
     launch = launch_info(jit)
     dynamic = launch.pop("dynamic_shared_bytes", None)
     resources = {

@@ -28,6 +28,8 @@ def build_jit(kernel: Kernel, config: Config, arch: str):
     try:
         with contextlib.redirect_stdout(sys.stderr):
             return tilelang.compile(prim_func, target={"kind": "cuda", "arch": arch}, pass_configs=CACHED_PASS_CONFIGS)
+    except StageError:
+        raise
     except Exception as exc:
         raise tilelang_error(exc, str(kernel.path)) from None
 

@@ -40,6 +40,10 @@ def import_file(path: Path, module_name: str | None = None) -> ModuleType:
     sys.modules[module_name] = module  # dataclasses and TileLang look modules up by name while importing
     try:
         spec.loader.exec_module(module)
+    except StageError as exc:  # the job's time limit fired while the user's code ran: say where it was
+        sys.modules.pop(module_name, None)
+        exc.line = exc.line or user_line_from_traceback(exc, str(path))
+        raise
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
         raise StageError("python", f"SyntaxError: {exc.msg}", exc.lineno, clip(format_exception(exc))) from None

@@ -1,0 +1,249 @@
+"""The engine on a machine without a GPU: compile for sm_90a and check what comes out is real."""
+import json
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+from playground import catalogue
+from playground.compile import build, compile_kernel, parse_ptxas, split_line_directives
+
+SMALL = {"gemm": dict(M=256, N=256, K=256), "gemm_epilogue": dict(M=256, N=256, K=256)}
+
+
+def small(name: str) -> dict:
+    return SMALL.get(name, {})
+
+
+def cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "playground", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def line_of(source: str, needle: str) -> int:
+    return next(i for i, text in enumerate(source.splitlines(), 1) if needle in text)
+
+
+# -- the catalogue --------------------------------------------------------------------------------------------
+def test_list_json_describes_every_kernel_with_its_space_and_presets():
+    out = cli("list", "--json")
+    assert out.returncode == 0, out.stderr
+    kernels = json.loads(out.stdout)
+    assert [k["name"] for k in kernels] == ["vector_add", "gemm", "gemm_epilogue", "softmax", "flash_attention"]
+    for k in kernels:
+        assert k["space"] and k["presets"] and k["dtypes"] and k["baselines"], k["name"]
+        for name, values in k["space"].items():
+            assert k["defaults"][name] in values, f"{k['name']}: default {name} is not in its own space"
+
+
+def test_presets_include_a_ragged_size_for_every_kernel():
+    for name in catalogue.builtin_names():
+        k = catalogue.load(name)
+        tiles = [v for n, v in k.default_config().tile.items() if n.startswith("block_") and isinstance(v, int)]
+        problems = list(k.presets.values()) + k.check_problems(k.default_config().problem)
+        ragged = [p for p in problems if any(isinstance(v, int) and not isinstance(v, bool) and v % 64 for v in p.values())]
+        assert ragged, f"{name} has no problem size that is not a multiple of its tiles {tiles}"
+
+
+def test_unknown_parameter_is_rejected_with_the_known_ones():
+    k = catalogue.load("gemm")
+    with pytest.raises(Exception) as err:
+        k.resolve({"block_Q": 1})
+    assert err.value.stage == "parameters" and "block_M" in err.value.message
+
+
+def test_string_values_are_converted_by_the_type_of_the_default():
+    cfg = catalogue.load("gemm").resolve({"block_M": "64", "M": "1000", "dtype": "bfloat16"})
+    assert cfg.tile["block_M"] == 64 and cfg.problem["M"] == 1000 and cfg.dtype == "bfloat16"
+
+
+# -- compiling --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["vector_add", "gemm", "gemm_epilogue", "softmax", "flash_attention"])
+def test_every_kernel_compiles_for_sm90a_without_spills(name):
+    k = catalogue.load(name)
+    r = compile_kernel(k, k.default_config(), "sm_90a")
+    assert r["ok"] and r["arch"] == "sm_90a"
+    res = r["resources"]
+    assert res["spill_bytes"] == 0, f"{name} spills at its defaults: {res}"
+    assert res["registers"] and res["registers"] <= 255
+    assert res["threads"] and res["grid"]
+    assert "__global__" in r["cuda"] and ".entry" in r["ptx"]
+    assert "#line" not in r["cuda"], "line directives are moved into the line map"
+
+
+@pytest.mark.parametrize("name", ["gemm", "gemm_epilogue", "flash_attention"])
+def test_tensor_core_kernels_use_wgmma_and_tma_on_hopper(name):
+    k = catalogue.load(name)
+    r = compile_kernel(k, k.resolve(small(name)), "sm_90a")
+    assert "wgmma.mma_async" in r["ptx"], "Hopper tensor cores are driven by wgmma"
+    assert "cp.async.bulk.tensor" in r["ptx"], "tiles arrive by TMA"
+
+
+def test_gemm_for_ampere_uses_mma_not_wgmma():
+    k = catalogue.load("gemm")
+    r = compile_kernel(k, k.resolve({**small("gemm"), "block_N": 128, "block_K": 32, "num_stages": 3, "threads": 128}),
+                       "sm_80")
+    assert "mma.sync" in r["ptx"] and "wgmma" not in r["ptx"]
+
+
+def test_memory_bound_kernels_move_16_bytes_per_access():
+    for name in ("vector_add", "softmax"):
+        k = catalogue.load(name)
+        r = compile_kernel(k, k.default_config(), "sm_90a")
+        assert re.search(r"ld\.global(\.\w+)*\.v(4\.(b|u|f)32|2\.(b|u|f)64|8)", r["ptx"]), f"{name}: no 128-bit loads"
+
+
+def test_line_map_points_gemm_cuda_back_to_the_t_gemm_line():
+    k = catalogue.load("gemm")
+    r = compile_kernel(k, k.resolve(small("gemm")), "sm_90a")
+    cuda_lines = r["cuda"].splitlines()
+    assert len(r["line_map"]) == len(cuda_lines)
+    gemm_line = line_of(k.source, "T.gemm(A_shared, B_shared, C_local)")
+    mapped = [cuda_lines[i] for i, src in enumerate(r["line_map"]) if src == gemm_line]
+    assert any("wgmma" in text or "gemm" in text for text in mapped), mapped[:5]
+    assert all(src is None or 1 <= src <= len(k.source.splitlines()) for src in r["line_map"])
+    assert r["source_file"].endswith("kernels/gemm.py")
+
+
+def test_compile_is_cached_by_source_parameters_and_target():
+    k = catalogue.load("gemm")
+    cfg = k.resolve({**small("gemm"), "block_M": 64})
+    first = compile_kernel(k, cfg, "sm_90a")
+    start = time.perf_counter()
+    again = compile_kernel(k, cfg, "sm_90a")
+    assert again["cached"] and time.perf_counter() - start < 0.5
+    assert again["cuda"] == first["cuda"]
+    edited = catalogue.load("gemm", k.source + "\n# an edit\n")
+    assert not compile_kernel(edited, cfg, "sm_90a")["cached"]
+
+
+def test_edited_source_compiles_from_its_own_file():
+    k = catalogue.load("gemm")
+    text = k.source.replace("T.clear(C_local)", "T.clear(C_local)  # edited")
+    edited = catalogue.load("gemm", text)
+    assert edited.path != k.path and edited.path.read_text() == text
+    r = build(edited, edited.resolve(small("gemm")), "sm_90a").result
+    assert r["source_file"] == str(edited.path)
+
+
+# -- errors point at the user's line ----------------------------------------------------------------------------
+def compile_error(text: str, params=None):
+    out = cli("compile", "gemm", "--source", _write(text), "--json",
+              *sum([["--set", f"{k}={v}"] for k, v in {**small("gemm"), **(params or {})}.items()], []))
+    result = json.loads(out.stdout)
+    assert out.returncode == 1 and not result["ok"]
+    return result["error"]
+
+
+def _write(text: str) -> str:
+    import tempfile
+    f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)
+    f.write(text)
+    f.close()
+    return f.name
+
+
+GEMM = (ROOT / "kernels" / "gemm.py").read_text()
+
+
+def test_syntax_error_is_a_python_error_at_its_line():
+    text = GEMM.replace('accum_dtype = "float32"', 'accum_dtype = = "float32"')
+    err = compile_error(text)
+    assert err["stage"] == "python" and "SyntaxError" in err["message"]
+    assert err["line"] == line_of(text, "accum_dtype = =")
+
+
+def test_exception_at_import_is_a_python_error_at_its_line():
+    text = GEMM.replace("import torch\n", "import torch\nraise ValueError('boom')\n", 1)
+    err = compile_error(text)
+    assert err["stage"] == "python" and "boom" in err["message"] and err["line"] == line_of(text, "boom")
+
+
+def test_misspelt_buffer_in_kernel_is_a_tilelang_error_at_its_line():
+    text = GEMM.replace("T.clear(C_local)", "T.clear(C_locl)")
+    err = compile_error(text)
+    assert err["stage"] == "tilelang" and "C_locl" in err["message"] and err["line"] == line_of(text, "C_locl")
+
+
+def test_gemm_into_the_wrong_buffer_is_a_tilelang_error_at_its_line():
+    text = GEMM.replace("T.gemm(A_shared, B_shared, C_local)", "T.gemm(A_shared, B_shared, A_shared)")
+    err = compile_error(text)
+    assert err["stage"] == "tilelang" and err["line"] == line_of(text, "T.gemm(A_shared, B_shared, A_shared)")
+
+
+def test_undefined_cuda_function_is_an_nvcc_error_at_the_user_line():
+    text = GEMM.replace("            T.copy(C_local, C[by * block_M, bx * block_N])",
+                        "            for i, j in T.Parallel(block_M, block_N):\n"
+                        "                C_local[i, j] = T.call_extern(\"float32\", \"no_such_function\", C_local[i, j])\n"
+                        "            T.copy(C_local, C[by * block_M, bx * block_N])")
+    err = compile_error(text)
+    assert err["stage"] == "nvcc" and "no_such_function" in err["message"]
+    assert err["line"] == line_of(text, "no_such_function")
+    assert err["log"].lstrip().splitlines()[0].endswith('error: identifier "no_such_function" is undefined'), \
+        "the log starts with the error, not with the whole .cu or the warnings"
+
+
+def test_missing_reference_is_a_definition_error():
+    err = compile_error(GEMM.replace("def reference(a, b)", "def referenc(a, b)"))
+    assert err["stage"] == "definition" and "reference" in err["message"]
+
+
+def test_import_time_infinite_loop_times_out():
+    out = cli("compile", "gemm", "--source", _write("while True:\n    pass\n"), "--json", "--timeout", "3")
+    err = json.loads(out.stdout)["error"]
+    assert out.returncode == 1 and err["stage"] == "timeout"
+
+
+# -- the command line -----------------------------------------------------------------------------------------
+def test_cli_compile_json_has_the_documented_fields():
+    out = cli("compile", "gemm", "--set", "M=256", "--set", "N=256", "--set", "K=256", "--arch", "sm_90a", "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    for field in ("ok", "kernel", "cuda", "ptx", "resources", "line_map", "compile_seconds", "error"):
+        assert field in r
+    assert set(r["resources"]) >= {"registers", "shared_bytes", "spill_bytes"}
+    assert r["ok"] is True and r["error"] is None and r["kernel"] == "gemm"
+
+
+def test_cli_run_without_gpu_says_so_and_fails():
+    out = cli("run", "gemm", "--json")
+    r = json.loads(out.stdout)
+    assert out.returncode == 1 and r["error"]["stage"] == "device" and "no CUDA GPU" in r["error"]["message"]
+
+
+def test_cli_bad_set_syntax_is_a_parameters_error():
+    out = cli("compile", "gemm", "--set", "block_M", "--json")
+    assert out.returncode == 1 and json.loads(out.stdout)["error"]["stage"] == "parameters"
+
+
+def test_user_prints_do_not_corrupt_the_json():
+    text = GEMM.replace("import torch\n", "import torch\nprint('hello from the user')\n", 1)
+    out = cli("compile", "gemm", "--source", _write(text), "--json", "--set", "M=256", "--set", "N=256", "--set", "K=256")
+    assert json.loads(out.stdout)["ok"] and "hello from the user" in out.stderr
+
+
+# -- pure pieces ------------------------------------------------------------------------------------------------
+def test_parse_ptxas_reads_registers_spills_and_shared_memory():
+    log = """ptxas info    : Compiling entry function 'main_kernel' for 'sm_90a'
+ptxas info    : Function properties for main_kernel
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers, 1024 bytes smem"""
+    assert parse_ptxas(log) == {"stack_bytes": 8, "spill_stores": 4, "spill_loads": 12, "registers": 168,
+                                "barriers": 1, "static_shared_bytes": 1024}
+
+
+def test_line_directives_become_a_map_and_leave_the_code():
+    cuda = '#include <x>\n#line 7 "/k.py"\nint a;\n#line 99 "/lib/other.py"\nint b;\n}\n#line 9 "/k.py"\nint c;\n'
+    clean, line_map = split_line_directives(cuda, "/k.py")
+    assert clean.splitlines() == ["#include <x>", "int a;", "int b;", "}", "int c;"]
+    assert line_map == [None, 7, None, None, 9]
+
+
+def test_macro_expansions_are_attributed_to_the_next_matching_operation():
+    source = "x\nT.clear(C)\nT.copy(A, S)\nT.gemm(S, S, C)\nT.gemm(S, S, D)\n"
+    cuda = '#line 2 "/k.py"\nclear;\n#line 5 "/tl/wgmma_macro_generator.py"\nwgmma1;\n#line 9 "/tl/wgmma_macro_generator.py"\nwgmma1b;\n#line 4 "/k.py"\nafter;\n#line 5 "/tl/wgmma_macro_generator.py"\nwgmma2;\n'
+    _, line_map = split_line_directives(cuda, "/k.py", source)
+    assert line_map == [2, 4, 4, 4, 5]

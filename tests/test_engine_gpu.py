@@ -1,0 +1,94 @@
+"""The engine on a GPU: every kernel verifies on several shapes, broken kernels fail, timings come with baselines.
+
+Run on the H200 through the device tool (see tests/gpu/README.md); what it printed is committed under tests/gpu/.
+"""
+import json
+import os
+
+import pytest
+
+from conftest import ROOT
+from playground import catalogue
+from playground.cli import execute
+
+pytestmark = pytest.mark.gpu
+
+GEMM = (ROOT / "kernels" / "gemm.py").read_text()
+SUMMARY = []  # one line per timed kernel, printed at the end
+
+
+def run(name, source=None, **params):
+    return execute("run", name, source, params)
+
+
+@pytest.mark.parametrize("name", ["vector_add", "gemm", "gemm_epilogue", "softmax", "flash_attention"])
+def test_kernel_verifies_on_every_check_shape_and_is_timed_against_its_baselines(name):
+    k = catalogue.load(name)
+    r = run(name)
+    assert r["ok"], r.get("error")
+    labels = [v["label"] for v in r["verification"]]
+    assert len(r["verification"]) == len(k.check_problems(k.default_config().problem)) >= 2, labels
+    for v in r["verification"]:
+        assert v["passed"] and v["nonfinite"] == 0, v
+    assert r["timing"]["p20_ms"] <= r["timing"]["median_ms"] <= r["timing"]["p80_ms"]
+    assert set(r["baselines"]) == set(k.baselines)
+    assert r["device"]["name"] and r["ceilings"]["copy_gbps"] > 0
+    best = max(b["speedup"] for b in r["baselines"].values())
+    SUMMARY.append(f"{name:16} {r['timing']['median_ms']:.4f} ms  {r['tflops']:7.1f} TFLOP/s  {r['gbps']:7.0f} GB/s  "
+                   f"best baseline ratio {best:.2f}  worst rel error {max(v['rel_error'] for v in r['verification']):.2e}")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16"])
+def test_gemm_bf16_verifies(dtype):
+    r = run("gemm", dtype=dtype, M=2048, N=2048, K=2048)
+    assert r["ok"], r.get("error")
+
+
+def test_causal_flash_attention_verifies():
+    k = catalogue.load("flash_attention")
+    causal = next(label for label, p in k.presets.items() if p.get("causal") and p.get("seq_len", 0) <= 4096)
+    r = run("flash_attention", preset=causal)
+    assert r["ok"], r.get("error")
+
+
+def test_wrong_index_fails_verification():
+    # Swap the roles of bx and by when writing C: the tiles land in the transposed block positions.
+    wrong = GEMM.replace("T.copy(C_local, C[by * block_M, bx * block_N])", "T.copy(C_local, C[bx * block_M, by * block_N])")
+    assert wrong != GEMM
+    r = run("gemm", wrong, M=1024, N=1024, K=1024, block_M=128, block_N=128)
+    assert not r["ok"] and r["error"]["stage"] == "verify"
+    assert any(not v["passed"] and v["first_mismatches"] for v in r["verification"])
+
+
+def test_unwritten_output_fails_verification():
+    # Never write the last block row of C: the poison (NaN) shows through.
+    wrong = GEMM.replace("            T.copy(C_local, C[by * block_M, bx * block_N])",
+                         "            if by < T.ceildiv(M, block_M) - 1:\n"
+                         "                T.copy(C_local, C[by * block_M, bx * block_N])")
+    r = run("gemm", wrong, M=1024, N=1024, K=1024)
+    assert not r["ok"] and r["error"]["stage"] == "verify"
+    assert any(v["nonfinite"] for v in r["verification"])
+
+
+def test_tune_returns_a_table_and_a_verified_best():
+    from playground.tune import tune
+    k = catalogue.load("gemm")
+    result = tune(k, k.resolve(dict(M=2048, N=2048, K=2048)), max_configs=6)
+    table = result.table
+    assert len(table) == 6 and table["verified"].any()
+    assert result.best["tile"] and result.best["median_ms"] == table["median_ms"].min()
+
+
+def test_sweep_times_each_size_for_kernel_and_baselines():
+    r = execute("sweep", "vector_add", None, {})
+    assert r["ok"], r.get("error")
+    timed = [row for row in r["rows"] if "series" in row]
+    assert len(timed) >= 2 and all("kernel" in row["series"] for row in timed)
+
+
+def test_zz_print_summary():
+    print("\n" + "\n".join(SUMMARY))
+    out = os.environ.get("GPU_SUMMARY_FILE")
+    if out:
+        with open(out, "w") as f:
+            json.dump(SUMMARY, f, indent=1)

@@ -1,0 +1,57 @@
+"""The verification rules, on the CPU: they decide what a student is told, so they are tested on their own."""
+import torch
+
+from playground.timing import summarize
+from playground.verify import REL_ERROR_LIMIT, compare, poisoned
+
+
+def gemm_inputs(n=96, dtype=torch.float16):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(n, n, generator=g).to(dtype), torch.randn(n, n, generator=g).to(dtype)
+
+
+def test_correct_fp16_output_passes():
+    a, b = gemm_inputs()
+    ref = a.float() @ b.float()
+    v = compare(ref.half(), ref, "float16")
+    assert v["passed"] and v["rel_error"] < REL_ERROR_LIMIT["float16"] / 5 and v["nonfinite"] == 0
+
+
+def test_correct_bf16_output_passes():
+    a, b = gemm_inputs(dtype=torch.bfloat16)
+    ref = a.float() @ b.float()
+    assert compare(ref.bfloat16(), ref, "bfloat16")["passed"]
+
+
+def test_wrong_index_fails_verification():
+    a, b = gemm_inputs()
+    ref = a.float() @ b.float()
+    wrong = (a.float() @ b.float().t()).half()  # B read with its indices swapped
+    v = compare(wrong, ref, "float16")
+    assert not v["passed"] and v["rel_error"] > 0.5 and v["mismatches"] > 0 and len(v["first_mismatches"]) == 5
+
+
+def test_unwritten_elements_fail_through_the_poison():
+    ref = torch.randn(64, 64)
+    out = poisoned((64, 64), torch.float16, "cpu")
+    out[:, :63] = ref[:, :63].half()  # the last column is never written
+    v = compare(out, ref, "float16")
+    assert not v["passed"] and v["nonfinite"] == 64 and "NaN" in v["message"]
+    assert v["first_mismatches"][0] == [0, 63]
+
+
+def test_inf_fails_even_when_the_error_is_tiny_elsewhere():
+    ref = torch.randn(1000)
+    out = ref.clone()
+    out[10] = float("inf")
+    assert not compare(out.half(), ref, "float16")["passed"]
+
+
+def test_shape_mismatch_fails_with_a_message():
+    v = compare(torch.zeros(4, 4), torch.zeros(4, 5), "float32")
+    assert not v["passed"] and "shape" in v["message"]
+
+
+def test_summary_gives_median_and_percentiles():
+    s = summarize([5.0, 1.0, 2.0, 3.0, 4.0])
+    assert s["median_ms"] == 3.0 and s["p20_ms"] == 1.8 and s["p80_ms"] == 4.2 and s["samples"] == 5
