@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--graph", action="store_true", help="time CUDA-graph replays (microsecond kernels)")
         if action == "tune":
             p.add_argument("--max-configs", type=int, default=32)
+    from .bench import add_arguments as add_bench
+    add_bench(sub.add_parser("bench", help="every kernel against its baselines and the GPU's ceilings"))
     args = parser.parse_args(argv)
 
     if args.action == "list":
@@ -163,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
             for k in kernels:
                 print(f"{k['name']:16} {k['description']}")
         return 0
+    if args.action == "bench":
+        from .bench import main as bench_main
+        return bench_main(args)
+
     try:
         params = json.loads(args.params) if args.params else {}
         params.update(parse_sets(args.sets))

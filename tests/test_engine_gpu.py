@@ -17,6 +17,11 @@ GEMM = (ROOT / "kernels" / "gemm.py").read_text()
 SUMMARY = []  # one line per timed kernel, printed at the end
 
 
+def summary(line: str) -> None:
+    print("SUMMARY " + line)
+    SUMMARY.append(line)
+
+
 def run(name, source=None, **params):
     return execute("run", name, source, params)
 
@@ -34,7 +39,7 @@ def test_kernel_verifies_on_every_check_shape_and_is_timed_against_its_baselines
     assert set(r["baselines"]) == set(k.baselines)
     assert r["device"]["name"] and r["ceilings"]["copy_gbps"] > 0
     best = max(b["speedup"] for b in r["baselines"].values())
-    SUMMARY.append(f"{name:16} {r['timing']['median_ms']:.4f} ms  {r['tflops']:7.1f} TFLOP/s  {r['gbps']:7.0f} GB/s  "
+    summary(f"{name:16} {r['timing']['median_ms']:.4f} ms  {r['tflops']:7.1f} TFLOP/s  {r['gbps']:7.0f} GB/s  "
                    f"best baseline ratio {best:.2f}  worst rel error {max(v['rel_error'] for v in r['verification']):.2e}")
 
 
