@@ -142,8 +142,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from .errors import StageError
     targets = [t for t in TARGETS if not args.kernel or t[0] in args.kernel]
-    rows = bench(targets, args.budget_ms, args.commit, log=lambda s: print(s, file=sys.stderr, flush=True))
+    try:
+        rows = bench(targets, args.budget_ms, args.commit, log=lambda s: print(s, file=sys.stderr, flush=True))
+    except StageError as err:
+        print(f"error [{err.stage}]: {err.message}", file=sys.stderr)
+        return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=1) + "\n")
     chart(rows, args.chart or args.out.with_suffix(".png"))
