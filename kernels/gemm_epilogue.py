@@ -1,0 +1,124 @@
+"""GEMM with a fused epilogue: D = act(A @ B + bias), bias a vector of N, act relu or gelu.
+
+A linear layer followed by its activation. Done as three PyTorch calls, the M × N result goes to memory and back
+twice more (once for the bias, once for the activation). Here it is the GEMM of `gemm.py` unchanged, except for
+what happens to the accumulator before it is stored: while the block_M × block_N tile of A @ B is still in
+registers, in fp32, each thread adds the bias of its columns and applies the activation to its own elements; then
+the tile is rounded and written once. On Hopper the K loop is the same TMA + wgmma pipeline as in `gemm.py`; the
+epilogue runs on the consumer warpgroups that hold the accumulator, and costs a few instructions per element
+against the block_K-deep multiply-adds of every K step.
+
+gelu uses the tanh approximation, 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))), as does the reference.
+
+Run it alone:  python kernels/gemm_epilogue.py   (checks it against PyTorch and times it against cuBLAS on a GPU)
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+import tilelang.language as T
+
+
+def gemm_epilogue(M=4096, N=4096, K=4096, dtype="float16",
+                  block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, swizzle_panel=10,
+                  activation="relu"):
+    accum_dtype = "float32"
+    if activation not in ("relu", "gelu"):
+        raise ValueError(f"activation must be relu or gelu, not {activation!r}")
+
+    def act(x):  # a Python function: TileLang inlines the expression it builds into the loop below
+        if activation == "relu":
+            return T.max(x, 0)
+        return 0.5 * x * (1 + T.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), Bias: T.Tensor((N,), dtype),
+             D: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+
+            T.use_swizzle(panel_size=swizzle_panel, enable=swizzle_panel > 0)
+
+            # The main loop: exactly gemm.py's.
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+
+            # The epilogue, on the fp32 accumulator in registers: each thread touches only the elements it holds.
+            # Columns past N (a ragged last tile) take bias 0; they are never stored.
+            for i, j in T.Parallel(block_M, block_N):
+                C_local[i, j] += T.if_then_else(bx * block_N + j < N, Bias[bx * block_N + j], 0)
+            for i, j in T.Parallel(block_M, block_N):
+                C_local[i, j] = act(C_local[i, j])
+            T.copy(C_local, D[by * block_M, bx * block_N])  # rounded to dtype; out-of-range parts are not written
+
+    return main
+
+
+# ---- What the playground needs to know about this kernel -------------------------------------------------------
+DTYPES = ["float16", "bfloat16"]
+
+SPACE = {
+    "block_M": [64, 128, 256],
+    "block_N": [64, 128, 256],
+    "block_K": [32, 64],
+    "num_stages": [2, 3, 4],
+    "threads": [128, 256],
+    "swizzle_panel": [0, 10],
+}
+
+# Not tuned: a choice of what to compute. The reference and the baselines take it too.
+OPTIONS = {"activation": ["relu", "gelu"]}
+
+PRESETS = {
+    "4096³": dict(M=4096, N=4096, K=4096),
+    "8192³": dict(M=8192, N=8192, K=8192),
+    "8192×8192×1024 (skinny K)": dict(M=8192, N=8192, K=1024),
+    "1000×1000×1000 (ragged)": dict(M=1000, N=1000, K=1000),
+}
+
+CHECK_SHAPES = [dict(M=1024, N=1024, K=1024), dict(M=1000, N=1048, K=1000), dict(M=1000, N=1000, K=1000)]
+
+
+def make_inputs(M, N, K, dtype, device, generator):
+    a = torch.randn(M, K, device=device, generator=generator).to(dtype)
+    b = torch.randn(K, N, device=device, generator=generator).to(dtype)
+    bias = torch.randn(N, device=device, generator=generator).to(dtype)
+    return a, b, bias
+
+
+def _act(activation):
+    return torch.relu if activation == "relu" else (lambda x: F.gelu(x, approximate="tanh"))
+
+
+def reference(a, b, bias, activation="relu"):
+    return _act(activation)(a.float() @ b.float() + bias.float())
+
+
+BASELINES = {
+    # three kernels: cuBLAS GEMM, then the bias add and the activation, each a trip through memory
+    "torch: relu(a @ b + bias)": lambda a, b, bias, activation="relu": _act(activation)(a @ b + bias),
+    # cuBLAS adds the bias in its own epilogue; F.linear wants the weight as (N, K): b.t() is a view, not a copy
+    "torch: relu(linear) (bias in cuBLAS)": lambda a, b, bias, activation="relu": _act(activation)(F.linear(a, b.t(), bias)),
+}
+
+
+def flops(M, N, K):
+    return 2 * M * N * K
+
+
+def bytes_moved(M, N, K, dtype):
+    size = 4 if dtype == "float32" else 2
+    return size * (M * K + K * N + N + M * N)
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from playground.standalone import main
+    main("gemm_epilogue")
