@@ -1,11 +1,18 @@
-"""Jobs: every compile, run, tune or sweep runs in a separate process started for it, never inside the web server.
+"""Jobs: every compile, run, tune or sweep runs in a sandboxed process started for it, never inside the web server.
 
-    from playground.jobs import run_job
-    result = run_job("compile", "gemm", source_text, {"block_M": 64}, on_progress=print)
+    from playground.jobs import run_job, health
+    result = run_job("compile", "gemm", source_text, {"block_M": 64}, session=request.session_hash,
+                     on_progress=lambda what, fraction: ...)
 
 `run_job` blocks until the job ends and returns the engine's JSON (see playground.cli.execute); a job that crashes,
-hangs or floods its output ends with an error result, never an exception.
-"""
-from .runner import run_job
+hangs, floods its output or is turned away by the queue ends with an error answer (stage "timeout", "busy",
+"internal", ...), never an exception. `health()` says whether jobs are sandboxed, what GPU there is and how full the
+queue is.
 
-__all__ = ["run_job"]
+The parts, each small: sandbox.py (bwrap, folder, environment), limits.py (every bound), worker.py (the process),
+job.py (one worker from start to removal), pool.py (pre-started workers), queue.py (CPU slots, the GPU lock, limits
+per session), cache.py (compile answers), runner.py (run_job, health), hardware.py (GPUs via nvidia-smi).
+"""
+from .runner import health, run_job, shutdown, start
+
+__all__ = ["run_job", "health", "start", "shutdown"]

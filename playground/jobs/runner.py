@@ -1,83 +1,186 @@
-"""Start one worker process per job, feed it the request, relay its progress, and bound it in time and output."""
+"""run_job: one request from the page to an answer, through the result cache, the queue and a sandboxed worker.
+
+    request ─► checks ─► result cache (compile) ─► per-session limits + queue ─► pre-started worker ─► answer
+                                  ▲                                                        │
+                                  └──────────── compile answers worth keeping ◄────────────┘
+
+Never raises: every failure, ours included, is an answer with an error stage, so the page always has something to
+show. The server process itself never imports user code, torch's CUDA, or TileLang.
+"""
 from __future__ import annotations
 
+import atexit
 import json
+import logging
 import os
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Callable
 
-from ..errors import StageError, clip
+from ..errors import clip, format_exception
+from . import hardware, limits, sandbox
+from .cache import ResultCache, cacheable, request_key, tilelang_version
+from .job import error
+from .pool import Pool
+from .queue import Busy, Scheduler
 
-ROOT = Path(__file__).resolve().parents[2]
-TIMEOUTS = {"compile": 120.0, "run": 300.0, "tune": 900.0, "sweep": 600.0}  # seconds, whole job
-STDERR_LIMIT = 64 * 1024  # bytes of the job's own chatter kept for the error log
-RESULT_LIMIT = 16 * 1024 * 1024  # bytes: a larger answer is an error, not something to send to a browser
+log = logging.getLogger("playground.jobs")
+ACTIONS = ("compile", "run", "tune", "sweep")
+GPU_ACTIONS = ("run", "tune", "sweep")
+OPTIONS = {"seed": int, "graph": bool, "max_configs": int}  # what a caller may pass through to the engine
+SOURCE_LIMIT = 256 * 1024  # characters: a kernel file is a few KiB
+NO_GPU = ("no CUDA GPU is present on this server: compile works without one, run, tune and sweep need one")
 
 
-def _error(action: str, kernel: str, stage: str, message: str, log: str = "") -> dict:
-    return {"ok": False, "kernel": kernel, "action": action, "error": StageError(stage, message, None, clip(log)).to_json()}
+class _State:
+    """The server-wide parts, made on first use: the queue, the spare workers, the result cache."""
+
+    def __init__(self):
+        self.mode = sandbox.mode()  # probes bwrap once and logs the warning if jobs cannot be sandboxed
+        self.gpus = hardware.gpus()
+        cpu_slots = int(os.environ.get("PLAYGROUND_CPU_SLOTS") or max(1, min(16, hardware.cpu_count())))
+        self.scheduler = Scheduler(cpu_slots, [g["index"] for g in self.gpus])
+        spares = int(os.environ.get("PLAYGROUND_SPARES") or min(cpu_slots, 4))
+        self.pools = {("cpu", None): Pool(False, spares)}
+        for g in self.gpus:
+            self.pools[("gpu", g["index"])] = Pool(True, 1, g["index"])
+        self.cache = ResultCache()
+        for pool in self.pools.values():
+            pool.fill_later()
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.close()
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+_state: _State | None = None
+_state_lock = threading.Lock()
+
+
+def state() -> _State:
+    global _state
+    with _state_lock:
+        if _state is None:
+            _state = _State()
+            atexit.register(_state.close)
+        return _state
+
+
+def start() -> dict:
+    """Probe the sandbox and start the spare workers now (the app calls this at start-up; run_job would anyway)."""
+    state()
+    return health()
+
+
+def shutdown() -> None:
+    """Stop the spare workers and remove their folders (tests; atexit does it for a server)."""
+    global _state
+    with _state_lock:
+        if _state is not None:
+            _state.close()
+            _state = None
+
+
+def _clean_options(options: dict | None) -> dict:
+    out = {}
+    for k, v in (options or {}).items():
+        if k in OPTIONS and v is not None:
+            out[k] = OPTIONS[k](v)
+    if "max_configs" in out:
+        out["max_configs"] = max(1, min(256, out["max_configs"]))
+    return out
 
 
 def run_job(action: str, kernel: str, source: str | None = None, params: dict | None = None, *,
-            arch: str | None = None, options: dict | None = None, timeout: float | None = None,
-            on_progress: Callable[[str, float], None] | None = None) -> dict:
-    timeout = timeout or TIMEOUTS.get(action, 300.0)
-    with tempfile.TemporaryDirectory(prefix="playground-job-") as workdir:
-        request = {"action": action, "kernel": kernel, "source": source, "params": params or {}, "arch": arch,
-                   "workdir": workdir, "options": options or {}}
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen([sys.executable, "-m", "playground.jobs.worker"], cwd=workdir, env=env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)  # its own process group: a kill reaches nvcc too
-        stderr_tail = bytearray()
+            arch: str | None = None, options: dict | None = None, session: str = "anon",
+            on_progress: Callable[[str, float], None] | None = None, timeout: float | None = None) -> dict:
+    """Run one compile/run/tune/sweep in a sandboxed process of its own; block until it answers; never raise."""
+    def progress(what: str, fraction: float) -> None:
+        if on_progress:
+            try:
+                on_progress(what, fraction)
+            except Exception:  # a page whose browser went away must not break the job
+                pass
+    try:
+        return _run_job(action, kernel, source, params, arch, options, str(session or "anon"), progress, timeout)
+    except Exception as exc:
+        log.exception("run_job failed")
+        return error(action, str(kernel), "internal", f"{type(exc).__name__}: {exc}"[:500],
+                     clip(format_exception(exc)))
 
-        def drain_stderr():
-            for chunk in iter(lambda: proc.stderr.read(4096), b""):
-                stderr_tail.extend(chunk)
-                del stderr_tail[:-STDERR_LIMIT]
-        threading.Thread(target=drain_stderr, daemon=True).start()
-        timer = threading.Timer(timeout, _kill_group, [proc])
-        timer.start()
-        result, received = None, 0
-        started = time.monotonic()
-        try:
-            proc.stdin.write(json.dumps(request).encode())
-            proc.stdin.close()
-            for line in proc.stdout:
-                received += len(line)
-                if received > RESULT_LIMIT:
-                    _kill_group(proc)
-                    return _error(action, kernel, "internal", "the job's answer was larger than the limit")
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    continue
-                if "progress" in msg and on_progress:
-                    on_progress(msg["progress"]["what"], msg["progress"]["fraction"])
-                elif "result" in msg:
-                    result = msg["result"]
-            proc.wait()
-        finally:
-            timer.cancel()
-            _kill_group(proc)  # nothing the job started outlives it
-        log = stderr_tail.decode(errors="replace")
-        if result is not None:
-            return result
-        if time.monotonic() - started >= timeout - 0.5:
-            return _error(action, kernel, "timeout", f"the {action} job ran past its {timeout:g} s limit and was "
-                                                     "stopped", log)
-        return _error(action, kernel, "internal", f"the job ended without an answer (exit status "
-                                                  f"{proc.returncode})", log)
+
+def _run_job(action, kernel, source, params, arch, options, session, progress, timeout) -> dict:
+    kernel = str(kernel)
+    if action not in ACTIONS:
+        return error(action, kernel, "parameters", f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
+    if source is not None and not isinstance(source, str):
+        return error(action, kernel, "parameters", "the source must be text")
+    if source is not None and len(source) > SOURCE_LIMIT:
+        return error(action, kernel, "parameters", f"the source is longer than {SOURCE_LIMIT // 1024} KiB")
+    try:
+        params = json.loads(json.dumps(params or {}))
+        options = _clean_options(options)
+    except (TypeError, ValueError) as exc:
+        return error(action, kernel, "parameters", f"parameters and options must be plain values: {exc}")
+    if not isinstance(params, dict):
+        return error(action, kernel, "parameters", "parameters must be an object of NAME: VALUE")
+    st = state()
+    gpu = action in GPU_ACTIONS
+    if gpu and not st.gpus:
+        return error(action, kernel, "device", NO_GPU)
+    arch = arch or hardware.default_arch()
+    timeout = float(timeout or limits.TIMEOUTS[action])
+
+    key = request_key(action, kernel, source, params, arch, options)
+    if action == "compile":
+        hit = st.cache.get(key)
+        if hit is not None:
+            progress("cached: the same source, parameters and target were compiled before", 1.0)
+            return {**hit, "cached": True}
+
+    started = time.monotonic()
+    try:
+        with st.scheduler.slot("gpu" if gpu else "cpu", session, progress) as token:
+            progress("starting", 0.0)
+            pool = st.pools[("gpu", token) if gpu else ("cpu", None)]
+            job = pool.take()
+            try:
+                request = {"action": action, "kernel": kernel, "source": source, "params": params, "arch": arch,
+                           "options": options}
+                result = job.run(request, timeout, progress)
+            finally:
+                job.close()  # before the slot is freed: the next job gets a GPU with nothing of this one on it
+                pool.fill_later()
+    except Busy as busy:
+        wait = max(1, round(busy.retry_after))
+        return error(action, kernel, "busy", f"{busy}: try again in {wait} s")
+    if not isinstance(result, dict):
+        return error(action, kernel, "internal", "the job answered something other than a JSON object")
+    result.setdefault("kernel", kernel)
+    result["action"] = action
+    result.setdefault("job_seconds", round(time.monotonic() - started, 3))
+    if cacheable(action, result):
+        st.cache.put(key, result)
+    return result
+
+
+def health() -> dict:
+    """For /health and the page's footer: is the server fine, what GPU, how jobs are sandboxed, how full the queue."""
+    try:
+        st = state()
+        gpus = hardware.gpus()
+        return {
+            "ok": True,
+            "gpu": gpus[0]["name"] if gpus else None,
+            "gpus": gpus,
+            "sandbox": st.mode.kind,
+            "sandbox_why": st.mode.why,
+            "sandbox_detail": st.mode.to_json(),
+            "queue": st.scheduler.snapshot(),
+            "spares": {f"{k}{'' if i is None else i}": p.snapshot() for (k, i), p in st.pools.items()},
+            "cache": st.cache.snapshot(),
+            "tilelang": tilelang_version(),
+        }
+    except Exception as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "gpu": None, "sandbox": "unknown",
+                "queue": {}}

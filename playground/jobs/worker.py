@@ -1,7 +1,9 @@
-"""One job in its own process: read a request (JSON) on stdin, answer with JSON lines on stdout.
+"""One job in its own sandboxed process, started before its request arrives (see pool.py) and used once.
 
-    {"progress": {"what": "compiling", "fraction": 0.0}}      zero or more
-    {"result": {...}}                                         exactly one, last
+    started:  drops to its job uid, bounds its processes, imports torch + TileLang (the 3-4 s a cold job would
+              otherwise pay after the click), then says {"ready": true} and waits
+    stdin:    one request line (JSON): action, kernel, source, params, arch, options, timeout
+    stdout:   {"progress": {"what", "fraction"}} lines, then exactly one {"result": {...}}
 
 Everything else the job prints (the user's print(), TileLang's logs, nvcc) goes to stderr: fd 1 is pointed at fd 2
 before any user code runs, so even output from C code cannot corrupt the protocol.
@@ -13,24 +15,57 @@ import os
 import sys
 
 
+def drop_privileges() -> None:
+    """A root server's sandbox starts us as root with only CAP_SETUID/SETGID: become the job's own uid at once."""
+    uid = os.environ.pop("PLAYGROUND_JOB_UID", None)
+    if uid is not None and os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(int(uid))
+        os.setuid(int(uid))
+    if os.geteuid() == 0 and uid is not None:
+        raise SystemExit("could not leave root")
+
+
 def main() -> int:
+    drop_privileges()
+    os.chdir(os.environ["PLAYGROUND_JOB_DIR"])
+    from playground.jobs.limits import set_nproc
+    set_nproc()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    request = json.loads(sys.stdin.read())
 
     def send(obj: dict) -> None:
         protocol.write(json.dumps(obj) + "\n")
         protocol.flush()
 
-    def progress(what: str, fraction: float, *_) -> None:
-        send({"progress": {"what": what, "fraction": fraction}})
+    # The warm part: what every job needs, imported before the user is waiting.
+    import torch  # noqa: F401
+    import tilelang  # noqa: F401
+    from playground.cli import execute, time_limit
+    from playground.errors import StageError
+    import playground.compile, playground.run, playground.tune, playground.sweep  # noqa: F401,E401
+    send({"ready": True, "pid": os.getpid()})
 
-    from playground.cli import execute
-    result = execute(request["action"], request["kernel"], request.get("source"), request.get("params") or {},
-                     request.get("arch"), request.get("workdir"), progress=progress, **request.get("options", {}))
+    line = sys.stdin.readline()
+    if not line:
+        return 0  # the server shut down or retired this worker unused
+    request = json.loads(line)
+
+    def progress(what: str, fraction: float, *_) -> None:
+        send({"progress": {"what": str(what)[:200], "fraction": float(fraction)}})
+
+    action, kernel = request["action"], request["kernel"]
+    workdir = os.path.join(os.environ["PLAYGROUND_JOB_DIR"], "src")
+    try:
+        with time_limit(request.get("timeout")):
+            result = execute(action, kernel, request.get("source"), request.get("params") or {},
+                             request.get("arch"), workdir, progress=progress, **(request.get("options") or {}))
+    except StageError as err:  # the alarm fired outside execute's own handler
+        result = {"ok": False, "kernel": kernel, "action": action, "error": err.to_json()}
     send({"result": result})
-    return 0
+    sys.stderr.flush()
+    os._exit(0)  # threads or atexit handlers the user's code left behind must not hold the job open
 
 
 if __name__ == "__main__":

@@ -1,0 +1,256 @@
+"""One sandboxed worker process from its start to its removal: spawn, hand it a request, watch it, clean up.
+
+The watch, every WATCH_EVERY seconds while the job runs: wall clock, resident memory of all its processes, bytes in
+its folder, bytes it printed. Crossing any bound kills the whole job (every process of its tree, its pid namespace,
+and in uid mode every process of its uid) and answers with an error that says which bound and how to stay under it.
+Nothing of a job outlives `close()`: processes are waited for (so a GPU is free again when the next job starts) and
+the folder is removed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import psutil
+
+from ..errors import StageError, clip
+from . import limits, sandbox
+
+
+def error(action: str, kernel: str, stage: str, message: str, log: str = "", line: int | None = None) -> dict:
+    return {"ok": False, "kernel": kernel, "action": action,
+            "error": StageError(stage, message, line, clip(log)).to_json()}
+
+
+def _gib(n: float) -> str:
+    return f"{n / limits.GiB:g} GiB" if n >= limits.GiB else f"{n / limits.MiB:g} MiB"
+
+
+class Job:
+    def __init__(self, gpu: bool, gpu_index: int | None = None):
+        self.gpu, self.gpu_index = gpu, gpu_index
+        self.uid = sandbox.UIDS.take() if sandbox.use_job_uids() else None
+        self.dir = sandbox.make_job_dir(self.uid)
+        self.created = time.monotonic()
+        self.ready = threading.Event()
+        self.lines: queue.Queue = queue.Queue()
+        self.stderr_tail = bytearray()
+        self.stderr_total = 0
+        self.stdout_total = 0
+        self.overflow: str | None = None  # why the job was stopped by a reader thread
+        self.closed = False
+        argv, inside = sandbox.command(self.dir, [sys.executable, "-m", "playground.jobs.worker"], gpu)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=sandbox.job_env(inside, self.uid, gpu_index), cwd=self.dir,
+                                     start_new_session=True,  # its own group: one kill reaches every child
+                                     preexec_fn=lambda: limits.apply_rlimits(gpu))
+        self.readers = [threading.Thread(target=self._read_stdout, daemon=True, name="job-stdout"),
+                        threading.Thread(target=self._read_stderr, daemon=True, name="job-stderr")]
+        for t in self.readers:
+            t.start()
+
+    # -- the two pipes --------------------------------------------------------------------------------------------
+    def _read_stdout(self) -> None:
+        for line in iter(self.proc.stdout.readline, b""):
+            self.stdout_total += len(line)
+            if self.stdout_total > limits.RESULT_BYTES:
+                self._stop(f"its answer was larger than {_gib(limits.RESULT_BYTES)}")
+                break
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and msg.get("ready"):
+                self.ready.set()
+            elif isinstance(msg, dict):
+                self.lines.put(msg)
+        self.lines.put(None)  # end of stream
+
+    def _read_stderr(self) -> None:
+        for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):
+            self.stderr_total += len(chunk)
+            self.stderr_tail.extend(chunk)
+            del self.stderr_tail[:-limits.STDERR_KEPT]
+            if self.stderr_total > limits.STDERR_BYTES:
+                self._stop(f"it printed more than {_gib(limits.STDERR_BYTES)} (print less, or print summaries)")
+                break
+
+    def _stop(self, why: str) -> None:
+        if self.overflow is None:
+            self.overflow = why
+        self.kill()
+
+    def log(self) -> str:
+        return self.stderr_tail.decode(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and not self.closed
+
+    # -- the watch --------------------------------------------------------------------------------------------
+    def tree(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+
+    def resident_bytes(self) -> int:
+        total = 0
+        for p in self.tree():
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def disk_bytes(self) -> int:
+        total = 0
+        for dirpath, dirnames, filenames in os.walk(self.dir):
+            for name in filenames + dirnames:
+                try:
+                    total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+                except OSError:
+                    pass
+        return total
+
+    def check_bounds(self) -> str | None:
+        memory = limits.GPU_RESIDENT if self.gpu else limits.COMPILE_RESIDENT
+        if self.resident_bytes() > memory:
+            return f"it used more than {_gib(memory)} of memory"
+        if self.disk_bytes() > limits.DISK:
+            return f"it wrote more than {_gib(limits.DISK)} of files"
+        return None
+
+    # -- one request ------------------------------------------------------------------------------------------
+    def wait_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.ready.wait(0.1):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                return False
+        return True
+
+    def run(self, request: dict, timeout: float, on_progress: Callable[[str, float], None]) -> dict:
+        action, kernel = request["action"], request["kernel"]
+        # The job's own alarm fires first and names the user's line; the kill from here is the backstop.
+        request = {**request, "timeout": max(1.0, timeout - limits.GRACE)}
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        deadline = time.monotonic() + timeout
+        next_look = 0.0
+        while True:
+            try:
+                msg = self.lines.get(timeout=limits.WATCH_EVERY)
+            except queue.Empty:
+                msg = {}
+            if msg is None:
+                break
+            if "progress" in msg:
+                p = msg["progress"]
+                try:
+                    on_progress(str(p.get("what", ""))[:200], float(p.get("fraction", 0.0)))
+                except Exception:
+                    pass
+            elif "result" in msg and isinstance(msg["result"], dict):
+                return msg["result"]
+            now = time.monotonic()
+            if now > deadline:
+                self.kill()
+                return error(action, kernel, "timeout", f"the {action} job ran past its {timeout:g} s limit and "
+                                                         "was stopped (an endless loop, or too large a problem?)",
+                             self.log())
+            if now >= next_look:
+                next_look = now + limits.WATCH_EVERY
+                why = self.check_bounds()
+                if why:
+                    self._stop(why)
+        self.proc.wait()
+        if self.overflow:
+            return error(action, kernel, "python", f"the job was stopped: {self.overflow}", self.log())
+        return error(action, kernel, "internal", f"the job ended without an answer ({self.exit_text()})"
+                                                 + _last_line(self.log()), self.log())
+
+    def exit_text(self) -> str:
+        code = self.proc.returncode
+        if code is not None and code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit status {code}"
+
+    # -- the end ----------------------------------------------------------------------------------------------
+    def kill(self) -> None:
+        """SIGKILL every process of the job: its tree first (in bwrap the inner init), then the outer process."""
+        for p in self.tree():
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close(self) -> None:
+        """Kill, wait until no process of the job is left (its GPU memory is then free), remove its folder."""
+        if self.closed:
+            return
+        self.closed = True
+        tree = self.tree()
+        self.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        _wait_gone(tree, 10)
+        leftover = self.uid is not None and _kill_uid(self.uid)
+        for t in self.readers:  # the pipes reach EOF once every process holding them is gone
+            t.join(timeout=5)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except Exception:
+                pass
+        sandbox.remove_job_dir(self.dir)
+        if self.uid is not None and not leftover:
+            sandbox.UIDS.give(self.uid)  # a uid whose processes would not die is never handed out again
+
+
+def _kill_uid(uid: int) -> bool:
+    """Backstop for uid mode: any process still running as the job's uid escaped the tree; kill it.
+    Returns True if some could not be reaped."""
+    left = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
+    for p in left:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    return bool(_wait_gone(left, 5))
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until each process has exited (a zombie counts as gone: it holds no memory, no GPU, no files)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = []
+        for p in procs:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.Error:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return f": {lines[-1][:300]}" if lines else ""

@@ -1,0 +1,91 @@
+"""Pre-started workers: the cold path costs the compile, not the 3-4 s of importing torch and TileLang.
+
+Each spare is a full job (its own sandbox, folder and uid) that has already imported what every job needs and
+waits for its one request. Its replacement starts, in the background, when the job that took it ends. A spare is used
+once and never returned: the next job always gets a process no user code has touched.
+
+Kinds: "cpu" spares for compiles (no GPU device in their sandbox, RLIMIT_AS on) and "gpu" spares for run, tune and
+sweep (only where a GPU is present).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from . import limits
+from .job import Job
+
+log = logging.getLogger("playground.jobs")
+MAX_AGE = 1800.0  # seconds: an old spare is replaced (fresh code after a deploy, no slow leaks)
+
+
+class Pool:
+    def __init__(self, gpu: bool, size: int, gpu_index: int | None = None):
+        self.gpu, self.size, self.gpu_index = gpu, size, gpu_index
+        self.spares: list[Job] = []
+        self.lock = threading.Lock()
+        self.closed = False
+        self.started = self.taken = 0
+
+    def _spawn(self) -> Job | None:
+        try:
+            job = Job(self.gpu, self.gpu_index)
+        except Exception:
+            log.exception("could not start a %s worker", "gpu" if self.gpu else "cpu")
+            return None
+        self.started += 1
+        return job
+
+    def fill(self) -> None:
+        """Top the spares up to `size` (called after each take, in a background thread)."""
+        with self.lock:
+            if self.closed:
+                return
+            stale = [j for j in self.spares if not j.alive() or time.monotonic() - j.created > MAX_AGE]
+            self.spares = [j for j in self.spares if j not in stale]
+            missing = self.size - len(self.spares)
+        for j in stale:
+            j.close()
+        for _ in range(max(0, missing)):
+            job = self._spawn()
+            if job is None:
+                break
+            with self.lock:
+                if self.closed:
+                    job.close()
+                    return
+                self.spares.append(job)
+
+    def fill_later(self) -> None:
+        if self.size > 0:
+            threading.Thread(target=self.fill, daemon=True, name="pool-fill").start()
+
+    def take(self) -> Job:
+        """A worker for one job: a ready spare, else the spare closest to ready, else a new one."""
+        with self.lock:
+            alive = [j for j in self.spares if j.alive()]
+            ready = [j for j in alive if j.ready.is_set()]
+            job = (ready or alive or [None])[0]
+            if job is not None:
+                self.spares.remove(job)
+        if job is None:
+            job = Job(self.gpu, self.gpu_index)
+        self.taken += 1
+        # The replacement is started when the job ends (runner calls fill_later), not now: its 3-4 s of imports
+        # would compete for the cores with the very compile the user is waiting for.
+        if not job.wait_ready(limits.READY_TIMEOUT):
+            log.warning("a worker did not become ready: %s", job.log()[-500:])
+        return job
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            spares, self.spares = self.spares, []
+        for j in spares:
+            j.close()
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return {"spares": len(self.spares), "ready": sum(j.ready.is_set() for j in self.spares),
+                    "size": self.size, "started": self.started, "taken": self.taken}

@@ -1,0 +1,154 @@
+"""Who runs when: compiles share the CPU cores, everything that touches the GPU takes it alone, in arrival order.
+
+- "cpu": a bounded number of compiles at once (one per core by default): compiles are CPU-bound and independent.
+- "gpu": one job per GPU at a time, shared by run, tune and sweep: co-running work makes CUDA-event timings lie
+  (measured on the H200: throughput falls 2-4x while event timings barely move), so a timing needs the GPU alone.
+- A bound on how many may wait in all; beyond it a job is turned away at once with "busy, try again in N s" (N from
+  the recent job durations), rather than left to wait minutes behind a browser that may be gone.
+- Per browser session: at most SESSION_INFLIGHT jobs running or waiting, and a token bucket (a burst, then a steady
+  rate), so one student's clicking or script cannot fill the queue for 29 others. Answers from the result cache cost
+  nothing and are not counted.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import math
+import os
+import threading
+import time
+from typing import Callable, Iterator
+
+
+def _env(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(f"PLAYGROUND_{name}", default))
+    except ValueError:
+        return default
+
+
+QUEUE_LIMIT = int(_env("QUEUE_LIMIT", 100))          # jobs waiting (not running), all kinds together
+SESSION_INFLIGHT = int(_env("SESSION_INFLIGHT", 3))  # running + waiting, per session
+SESSION_BURST = _env("SESSION_BURST", 12)            # jobs a session may start back to back ...
+SESSION_RATE = _env("SESSION_RATE", 0.5)             # ... then this many per second (30 a minute)
+ANONYMOUS = "anon"  # callers without a session (the command line, a grader) share only the global bounds
+
+
+class Busy(Exception):
+    def __init__(self, message: str, retry_after: float):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Resource:
+    """Tokens (CPU slot numbers, GPU indices) handed out in arrival order."""
+
+    def __init__(self, name: str, tokens: list[int]):
+        self.name, self.free, self.size = name, list(tokens), len(tokens)
+        self.waiting: collections.deque = collections.deque()
+        self.running = 0
+        self.mean_seconds = 5.0 if name == "cpu" else 20.0  # running mean of job durations, for "try again in"
+
+    def eta(self, ahead: int) -> float:
+        return self.mean_seconds * (ahead + self.running) / max(1, self.size)
+
+
+class Scheduler:
+    def __init__(self, cpu_slots: int, gpus: list[int]):
+        self.cond = threading.Condition()
+        self.resources = {"cpu": Resource("cpu", list(range(cpu_slots))), "gpu": Resource("gpu", gpus)}
+        self.inflight: collections.Counter = collections.Counter()
+        self.buckets: dict[str, tuple[float, float]] = {}  # session -> (tokens, time of last refill)
+
+    # -- admission ------------------------------------------------------------------------------------------------
+    def _take_token(self, session: str) -> float:
+        """0 if the session may start a job now, else the seconds until it may."""
+        now = time.monotonic()
+        tokens, last = self.buckets.get(session, (SESSION_BURST, now))
+        tokens = min(SESSION_BURST, tokens + (now - last) * SESSION_RATE)
+        if tokens < 1:
+            self.buckets[session] = (tokens, now)
+            return (1 - tokens) / SESSION_RATE
+        self.buckets[session] = (tokens - 1, now)
+        if len(self.buckets) > 10000:  # forget sessions idle long enough to have a full bucket again
+            full = SESSION_BURST / SESSION_RATE
+            self.buckets = {s: b for s, b in self.buckets.items() if now - b[1] < full}
+        return 0.0
+
+    def _admit(self, kind: str, session: str) -> None:
+        res = self.resources[kind]
+        waiting = sum(len(r.waiting) for r in self.resources.values())
+        if waiting >= QUEUE_LIMIT:
+            raise Busy(f"the server is busy ({waiting} jobs waiting)", res.eta(len(res.waiting)))
+        if session != ANONYMOUS:
+            if self.inflight[session] >= SESSION_INFLIGHT:
+                raise Busy(f"you already have {self.inflight[session]} jobs running or waiting; wait for one to "
+                           "finish", res.eta(0))
+            wait = self._take_token(session)
+            if wait > 0:
+                raise Busy("too many jobs from this session in a short time", wait)
+
+    # -- a slot ---------------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def slot(self, kind: str, session: str, on_progress: Callable[[str, float], None],
+             give_up: float | None = None) -> Iterator[int]:
+        """Wait in line for a `kind` token and hold it for the block. Raises Busy when turned away."""
+        res = self.resources[kind]
+        if res.size == 0:
+            raise Busy(f"this server has no {kind} to run the job on", 0)
+        ticket = object()
+        with self.cond:
+            self._admit(kind, session)
+            self.inflight[session] += 1
+            res.waiting.append(ticket)
+        token = None
+        try:
+            reported = None
+            deadline = time.monotonic() + give_up if give_up else None
+            with self.cond:
+                while True:
+                    ahead = res.waiting.index(ticket)
+                    if ahead == 0 and res.free:
+                        res.waiting.popleft()
+                        token = res.free.pop(0)
+                        res.running += 1
+                        break
+                    position = ahead + (0 if res.free else 1)
+                    if position != reported:
+                        reported = position
+                        what = "the GPU" if kind == "gpu" else "a CPU core"
+                        text = (f"queued: {ahead} job{'s' if ahead != 1 else ''} ahead, waiting for {what}"
+                                f" (about {math.ceil(res.eta(ahead))} s)")
+                        self.cond.release()
+                        try:
+                            on_progress(text, 0.0)
+                        finally:
+                            self.cond.acquire()
+                        continue
+                    if deadline and time.monotonic() > deadline:
+                        raise Busy("waited too long in the queue", res.eta(ahead))
+                    self.cond.wait(0.5)
+            started = time.monotonic()
+            yield token
+            res.mean_seconds = 0.8 * res.mean_seconds + 0.2 * (time.monotonic() - started)
+        finally:
+            with self.cond:
+                if token is None:
+                    with contextlib.suppress(ValueError):
+                        res.waiting.remove(ticket)
+                else:
+                    res.free.append(token)
+                    res.free.sort()
+                    res.running -= 1
+                self.inflight[session] -= 1
+                if self.inflight[session] <= 0:
+                    del self.inflight[session]
+                self.cond.notify_all()
+
+    def snapshot(self) -> dict:
+        with self.cond:
+            out = {k: {"running": r.running, "waiting": len(r.waiting), "slots": r.size,
+                       "mean_job_seconds": round(r.mean_seconds, 2)} for k, r in self.resources.items()}
+            out["limit"] = QUEUE_LIMIT
+            out["sessions"] = len(self.inflight)
+            return out

@@ -1,0 +1,251 @@
+"""The walls around one job: a folder of its own, a cleared environment, and a bubblewrap sandbox without network.
+
+What a job can see (bwrap mode): /usr (compilers, CUDA, libraries), the few files of /etc the loader and Python need
+(no /etc/shadow), the Python installation and the virtualenv, and of this repository only playground/ and kernels/
+(all read-only); its own folder at /job (the only writable place; /tmp and /dev/shm are folders inside it); a /proc
+of its own pid namespace; /dev/nvidia* for GPU jobs. Not: the rest of the repository, other jobs' folders, the
+server's files, the network (a new, empty network namespace: even loopback is down).
+
+Two ways to run bwrap, chosen by who the server is:
+- server is root (a dev machine, CI, a container run as root): bwrap runs privileged without a user namespace, drops
+  every capability except setuid/setgid, and the worker switches at once to a uid of its own (one per live job,
+  from JOB_UID_BASE), so RLIMIT_NPROC counts that job alone and the job cannot read the server's root-owned files.
+- server is an ordinary user (the Docker image): bwrap makes a user namespace; RLIMIT_NPROC, set inside it by the
+  worker, counts the processes of that namespace.
+Where bwrap cannot create namespaces (some container hosts forbid it), jobs run as plain processes in their own
+session with the same limits and a cleared environment, and `health()` and the start-up log say so.
+"""
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from . import limits
+
+log = logging.getLogger("playground.jobs")
+ROOT = Path(__file__).resolve().parents[2]
+INSIDE = "/job"  # where a job sees its own folder in bwrap mode
+JOB_UID_BASE = int(os.environ.get("PLAYGROUND_JOB_UID_BASE", 61000))
+JOB_UID_COUNT = 1000
+PASSED_ENV_PREFIXES = ("TILELANG_", "CUDA_", "NVIDIA_", "NVCC_")
+PASSED_ENV = ("LD_LIBRARY_PATH", "LANG", "LC_ALL", "TZ")
+
+
+def jobs_root() -> Path:
+    """Where job folders live: outside the repository, one parent per server uid, not listable by jobs."""
+    path = Path(os.environ.get("PLAYGROUND_JOBS_DIR") or Path(tempfile.gettempdir()) / f"playground-jobs-{os.geteuid()}")
+    path.mkdir(mode=0o711, parents=True, exist_ok=True)
+    return path
+
+
+# -- job uids (root servers only) ---------------------------------------------------------------------------------
+class UidPool:
+    """A uid per live job, so that per-uid limits (RLIMIT_NPROC) and file ownership separate jobs."""
+
+    def __init__(self, base: int, count: int):
+        self.free = list(range(base, base + count))[::-1]
+        self.lock = threading.Lock()
+
+    def take(self) -> int:
+        with self.lock:
+            return self.free.pop()
+
+    def give(self, uid: int) -> None:
+        with self.lock:
+            self.free.append(uid)
+
+
+UIDS = UidPool(JOB_UID_BASE, JOB_UID_COUNT)
+
+
+def use_job_uids() -> bool:
+    return os.geteuid() == 0 and os.environ.get("PLAYGROUND_JOB_UIDS", "1") != "0"
+
+
+# -- the job folder -----------------------------------------------------------------------------------------------
+SUBDIRS = ("tmp", "shm", "cache", "tilelang-cache", "src")
+
+
+def make_job_dir(uid: int | None) -> Path:
+    path = Path(tempfile.mkdtemp(prefix="job-", dir=jobs_root()))
+    for sub in SUBDIRS:
+        (path / sub).mkdir()
+    if uid is not None:
+        for p in [path, *(path / s for s in SUBDIRS)]:
+            os.chown(p, uid, uid)
+    return path
+
+
+def remove_job_dir(path: Path) -> None:
+    """Remove a job folder even if the job made parts of it unreadable (chmod 000) before it ended."""
+    def fix(func, p, _exc):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+    shutil.rmtree(path, onerror=fix)
+
+
+# -- the environment ------------------------------------------------------------------------------------------------
+def job_env(job_dir: str, uid: int | None, gpu_index: int | None = None) -> dict[str, str]:
+    """Only what a job needs: no server secrets (a password, tokens) reach user code."""
+    venv_bin = str(Path(sys.executable).parent)
+    path = [venv_bin, "/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin"]
+    threads = str(limits.THREADS_PER_POOL)
+    env = {
+        "PATH": ":".join(dict.fromkeys(path)),
+        "HOME": job_dir, "TMPDIR": f"{job_dir}/tmp", "USER": "job", "LOGNAME": "job",
+        "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+        "PLAYGROUND_JOB_DIR": job_dir,
+        "PLAYGROUND_CACHE_DIR": f"{job_dir}/cache",
+        "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
+        "TVM_NUM_THREADS": threads,
+    }
+    for k, v in os.environ.items():
+        if k.startswith(PASSED_ENV_PREFIXES) or k in PASSED_ENV:
+            env.setdefault(k, v)
+    # A job's TileLang kernel cache is its own (see cache.py for why it is not shared).
+    env["TILELANG_CACHE_DIR"] = f"{job_dir}/tilelang-cache"
+    env["TILELANG_TMP_DIR"] = f"{job_dir}/tmp"
+    env["PLAYGROUND_NPROC"] = str(limits.PROCESSES)
+    if uid is not None:
+        env["PLAYGROUND_JOB_UID"] = str(uid)
+    # A compile job sees no GPU (it compiles for an explicit arch); a GPU job sees exactly the one it was given.
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # so CUDA numbers GPUs as nvidia-smi does
+    env["CUDA_VISIBLE_DEVICES"] = "" if gpu_index is None else str(gpu_index)
+    return env
+
+
+# -- the bwrap command line ---------------------------------------------------------------------------------------
+def _readonly_paths() -> list[str]:
+    paths = ["/usr", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+             "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime",
+             sys.base_prefix, sys.prefix, str(ROOT / "playground"), str(ROOT / "kernels")]
+    cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda:
+        paths.append(cuda)
+    real_python = os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))
+    paths.append(real_python)
+    out: list[str] = []
+    for p in dict.fromkeys(os.path.normpath(p) for p in paths):
+        if not any(p == q or p.startswith(q + "/") for q in out if q != p) and os.path.exists(p):
+            out.append(p)
+    return out
+
+
+def gpu_devices() -> list[str]:
+    return sorted(glob.glob("/dev/nvidia*"))
+
+
+def bwrap_command(job_dir: Path, argv: list[str], gpu: bool, privileged: bool) -> list[str]:
+    cmd = ["bwrap", "--die-with-parent", "--new-session"]
+    if privileged:
+        # No user namespace: the worker becomes the job uid itself, keeping only the right to do that.
+        cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        cmd += ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    cmd += ["--hostname", "job"]
+    for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
+        if os.path.islink(top):
+            cmd += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top) and not top.startswith("/usr"):
+            cmd += ["--ro-bind", top, top]
+    made = {"/"}
+    for p in _readonly_paths():
+        # Folders above a bind are made world-traversable (bwrap would make them 0700 and root's in privileged mode,
+        # closing them to the job uid); they hold nothing but the bind.
+        for parent in list(reversed(Path(p).parents))[1:]:
+            if str(parent) not in made and not os.path.islink(parent):
+                made.add(str(parent))
+                cmd += ["--perms", "0755", "--dir", str(parent)]
+        cmd += ["--ro-bind", p, p]
+    cmd += ["--proc", "/proc", "--dev", "/dev",
+            "--bind", str(job_dir), INSIDE,
+            "--bind", str(job_dir / "tmp"), "/tmp",
+            "--bind", str(job_dir / "shm"), "/dev/shm"]
+    if gpu:
+        for dev in gpu_devices():
+            cmd += ["--dev-bind", dev, dev]
+        cmd += ["--ro-bind", "/sys", "/sys"]  # CUDA reads the PCI topology and NUMA nodes
+        cmd += ["--ro-bind-try", "/run/nvidia-persistenced", "/run/nvidia-persistenced"]
+    # "/" and not the job folder: in privileged mode the folder belongs to the job uid (0700), which the worker
+    # becomes only after bwrap; it changes into the folder itself.
+    cmd += ["--chdir", "/", "--"] + argv
+    return cmd
+
+
+# -- which sandbox this host allows -----------------------------------------------------------------------------
+class Mode:
+    def __init__(self, kind: str, why: str, privileged: bool = False):
+        self.kind, self.why, self.privileged = kind, why, privileged
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "why": self.why,
+                "job_uids": use_job_uids(), "user_namespace": self.kind == "bwrap" and not self.privileged}
+
+
+_mode: Mode | None = None
+_mode_lock = threading.Lock()
+
+
+def mode() -> Mode:
+    """Probe once whether bwrap can build the real sandbox here; warn loudly if not."""
+    global _mode
+    with _mode_lock:
+        if _mode is None:
+            _mode = _probe()
+            if _mode.kind == "none":
+                log.warning("JOBS ARE NOT SANDBOXED: %s. Student code runs as plain processes with resource limits "
+                            "only: it can read what the server can read and reach the network.", _mode.why)
+            else:
+                log.info("jobs run in bubblewrap (%s)", _mode.why)
+        return _mode
+
+
+def _probe() -> Mode:
+    if os.environ.get("PLAYGROUND_SANDBOX", "bwrap") == "none":
+        return Mode("none", "turned off by PLAYGROUND_SANDBOX=none")
+    if shutil.which("bwrap") is None:
+        return Mode("none", "bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+    privileged = os.geteuid() == 0
+    job_dir = make_job_dir(None)
+    try:
+        check = "import os, socket; os.listdir('/job'); s = socket.socket(); s.settimeout(1)\n" \
+                "try:\n s.connect(('10.255.255.1', 9)); print('NETWORK')\nexcept OSError: print('ok')"
+        cmd = bwrap_command(job_dir, [sys.executable, "-c", check], False, privileged)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=job_env(INSIDE, None))
+        except (OSError, subprocess.SubprocessError) as exc:
+            return Mode("none", f"bwrap failed to start: {exc}")
+        if proc.returncode != 0 or proc.stdout.strip() != "ok":
+            return Mode("none", f"bwrap cannot create the sandbox on this host: "
+                                f"{(proc.stderr.strip() or proc.stdout.strip())[-300:]}")
+        how = "privileged, no user namespace, a uid per job" if privileged else "user namespace"
+        return Mode("bwrap", f"bwrap {_bwrap_version()}, {how}, no network", privileged)
+    finally:
+        remove_job_dir(job_dir)
+
+
+def _bwrap_version() -> str:
+    try:
+        return subprocess.run(["bwrap", "--version"], capture_output=True, text=True, timeout=5).stdout.split()[-1]
+    except Exception:
+        return "?"
+
+
+def command(job_dir: Path, argv: list[str], gpu: bool) -> tuple[list[str], str]:
+    """The command line that runs `argv` as this job, and the path of the job folder as the job sees it."""
+    m = mode()
+    if m.kind == "bwrap":
+        return bwrap_command(job_dir, argv, gpu, m.privileged), INSIDE
+    return argv, str(job_dir)
