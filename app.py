@@ -1,0 +1,40 @@
+"""TileLang Playground: the web page.
+
+    python app.py [--host 0.0.0.0] [--port 7860]
+
+Host and port also come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (flags win; default 0.0.0.0:7860). Set
+PLAYGROUND_PASSWORD (or PLAYGROUND_PASSWORD_FILE, a file holding it) to ask for a password at login, any user name;
+GET /health answers without one.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def parse_args(argv=None, env=None) -> argparse.Namespace:
+    env = os.environ if env is None else env
+    parser = argparse.ArgumentParser(description="Start the TileLang Playground web page.")
+    parser.add_argument("--host", default=env.get("GRADIO_SERVER_NAME") or "0.0.0.0",
+                        help="address to listen on (default: $GRADIO_SERVER_NAME or 0.0.0.0)")
+    parser.add_argument("--port", type=int, default=int(env.get("GRADIO_SERVER_PORT") or 7860),
+                        help="port (default: $GRADIO_SERVER_PORT or 7860)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    from playground.ui import serve
+    from playground.ui.server import password_from_env
+    password = password_from_env()
+    print(f"TileLang Playground on http://{args.host}:{args.port}/"
+          + (" (password login on)" if password else ""), flush=True)
+    serve(args.host, args.port, password)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+"""The playground's web page (Gradio). `python app.py` starts it; `build_demo()` and `serve()` are for tests.
+
+Modules: layout (components and handlers), api (the named endpoints compile/run/tune), engine (the one way to
+run_job, the catalogue and health), controls (a kernel's declarations → dropdowns), highlight (Pygments → HTML),
+views (engine JSON → HTML and tables), charts (→ Plotly figures), history (the session's runs), styles, server.
+"""
+from .layout import build_demo
+from .server import serve
+
+__all__ = ["build_demo", "serve"]

@@ -1,0 +1,56 @@
+"""The named API endpoints `compile`, `run` and `tune`: (kernel, source, params) → the engine's JSON.
+
+    from gradio_client import Client
+    client = Client("http://localhost:7860/")
+    result = client.predict("gemm", "", {"M": 256, "N": 256, "K": 256}, api_name="/compile")
+
+`source` is the kernel file's text ("" = the catalogue's own file); `params` may be left out. Two keys of params are
+not kernel parameters: "arch" (compile target, e.g. "sm_80") and, for tune, "max_configs".
+"""
+from __future__ import annotations
+
+import gradio as gr
+
+from . import engine
+
+ACTION_OPTIONS = {"tune": ("max_configs",), "run": ("seed", "graph")}
+
+
+def _progress(progress):
+    def report(what: str, fraction: float) -> None:
+        try:
+            progress(None if fraction is None else float(fraction), desc=str(what))
+        except Exception:
+            pass
+    return report
+
+
+def call(action: str, kernel: str, source: str | None, params: dict | None, request: gr.Request | None,
+         progress=None) -> dict:
+    params = dict(params or {})
+    arch = params.pop("arch", None)
+    options = {k: params.pop(k) for k in ACTION_OPTIONS.get(action, ()) if k in params}
+    session = getattr(request, "session_hash", None) or "api"
+    return engine.call(action, str(kernel or ""), source, params, session=session, arch=arch, options=options,
+                       on_progress=_progress(progress) if progress is not None else None)
+
+
+def compile(kernel: str, source: str = "", params: dict | None = None, request: gr.Request = None) -> dict:
+    """Compile a kernel: generated CUDA, PTX, host code, registers/shared memory/spills and the CUDA → source line map."""
+    return call("compile", kernel, source, params, request)
+
+
+def run(kernel: str, source: str = "", params: dict | None = None, request: gr.Request = None) -> dict:
+    """Compile, verify against the PyTorch reference on several shapes, and time against the baselines (needs a GPU)."""
+    return call("run", kernel, source, params, request)
+
+
+def tune(kernel: str, source: str = "", params: dict | None = None, request: gr.Request = None) -> dict:
+    """Search the kernel's tile space: every candidate compiled, verified and timed; the table and the best config."""
+    return call("tune", kernel, source, params, request)
+
+
+def register(concurrency_limit: int | None, concurrency_id: str) -> None:
+    """Add the three endpoints to the Blocks being built (call inside `with gr.Blocks():`)."""
+    for fn in (compile, run, tune):
+        gr.api(fn, api_name=fn.__name__, concurrency_limit=concurrency_limit, concurrency_id=concurrency_id)

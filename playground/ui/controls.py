@@ -1,0 +1,145 @@
+"""A kernel's own declarations (catalogue `describe()`) → the page's controls, and the controls' values → params.
+
+Pure functions over the describe() dict. Every control is a dropdown whose values are strings (the URL, a typed-in
+custom value and a chosen one all arrive as text; the engine converts them by the type of the factory's default).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PROBLEM_SLOTS = 8   # dropdowns kept ready for problem sizes (gemm uses 3, attention 4 and a switch)
+TILE_SLOTS = 12     # dropdowns kept ready for tile parameters and options
+CUSTOM = "custom"
+IGNORED_QUERY = ("kernel", "preset", "arch", "__theme", "view")  # handled elsewhere, or Gradio's own
+
+
+@dataclass
+class Control:
+    name: str
+    group: str                      # "problem", "tile" or "option"
+    choices: list[str]
+    default: str
+    info: str = ""
+    custom: bool = True             # may the user type a value outside the choices?
+
+
+@dataclass
+class Controls:
+    kernel: str
+    problem: list[Control] = field(default_factory=list)
+    tile: list[Control] = field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)
+    dtype: str = ""
+    presets: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.problem + self.tile]
+
+    def defaults(self) -> dict[str, str]:
+        return {c.name: c.default for c in self.problem + self.tile} | {"dtype": self.dtype}
+
+
+def text(value) -> str:
+    return str(value)
+
+
+def _choices(values, default) -> list[str]:
+    out = []
+    for v in list(values) + [default]:
+        s = text(v)
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def controls_for(describe: dict) -> Controls:
+    """The controls of one kernel: problem sizes (values from its presets), tile parameters (from its space),
+    options (from OPTIONS), the dtype and the presets."""
+    defaults = describe.get("defaults") or {}
+    problem_names = list(describe.get("problem") or [])
+    presets = describe.get("presets") or {}
+    space = describe.get("space") or {}
+    options = describe.get("options") or {}
+    problem = []
+    for name in problem_names:
+        default = defaults.get(name, next((p[name] for p in presets.values() if name in p), ""))
+        if isinstance(default, bool):
+            values, custom = [True, False], False
+        else:
+            values = sorted({p[name] for p in presets.values() if name in p}, key=lambda v: (str(type(v)), v))
+            custom = True
+        problem.append(Control(name, "problem", _choices(values, default), text(default),
+                               "problem size" if not isinstance(default, bool) else "switch", custom))
+    tile = []
+    for name, default in defaults.items():
+        if name in problem_names or name == "dtype":
+            continue
+        if name in options:
+            tile.append(Control(name, "option", _choices(options[name], default), text(default), "option", False))
+        elif name in space:
+            tile.append(Control(name, "tile", _choices(space[name], default), text(default), "tuned", True))
+        else:
+            values = [True, False] if isinstance(default, bool) else [default]
+            tile.append(Control(name, "tile", _choices(values, default), text(default), "",
+                                not isinstance(default, bool)))
+    dtypes = [text(d) for d in describe.get("dtypes") or []]
+    dtype = text(defaults.get("dtype", dtypes[0] if dtypes else ""))
+    return Controls(describe.get("name", ""), problem, tile, dtypes, dtype, presets)
+
+
+def preset_for(controls: Controls, values: dict) -> str:
+    """The label of the preset whose sizes the values match, or "custom"."""
+    for label, sizes in controls.presets.items():
+        if all(text(values.get(k)) == text(v) for k, v in sizes.items()):
+            return label
+    return CUSTOM
+
+
+def values_from_slots(controls: Controls, problem_values: list, tile_values: list) -> dict[str, str]:
+    """{name: value} from the dropdown slots (slots past the kernel's parameters are ignored)."""
+    out = {}
+    for c, v in zip(controls.problem, problem_values):
+        out[c.name] = c.default if v is None or v == "" else text(v)
+    for c, v in zip(controls.tile, tile_values):
+        out[c.name] = c.default if v is None or v == "" else text(v)
+    return out
+
+
+def engine_params(values: dict, dtype: str | None) -> dict:
+    """What run_job gets: every parameter (the engine converts the strings), and the dtype."""
+    params = {k: v for k, v in values.items() if v is not None and v != ""}
+    if dtype:
+        params["dtype"] = dtype
+    return params
+
+
+def from_query(controls: Controls, query: dict, base: dict | None = None) -> tuple[dict, list[str]]:
+    """Parameter values (and "dtype") from a URL's query (?kernel=gemm&block_M=128&preset=2048³&dtype=bfloat16),
+    over `base` (else the defaults); also the names it did not know (to say so)."""
+    values = controls.defaults()
+    values.update({k: text(v) for k, v in (base or {}).items() if k in values})
+    unknown = []
+    preset = query.get("preset")
+    if preset is not None:
+        if preset in controls.presets:
+            values.update({k: text(v) for k, v in controls.presets[preset].items()})
+        else:
+            unknown.append(f"preset={preset}")
+    for k, v in query.items():
+        if k in IGNORED_QUERY:
+            continue
+        if k in values:
+            values[k] = text(v)
+        else:
+            unknown.append(k)
+    return values, unknown
+
+
+def apply_tile(controls: Controls, values: dict, tile: dict) -> dict:
+    """Values with the tile parameters of `tile` (e.g. the autotuner's best) set."""
+    out = dict(values)
+    for k, v in (tile or {}).items():
+        if k in controls.names:
+            out[k] = text(v)
+    return out

@@ -1,0 +1,143 @@
+"""The page's only way to the engine: run_job (for everything that touches a kernel's source), the catalogue (for
+the built-in kernels' declarations, imported from our own files only), and health().
+
+Nothing here imports or executes a user's edited source: that text only ever goes to run_job.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import shutil
+import subprocess
+from typing import Callable
+
+log = logging.getLogger("playground.ui")
+
+
+def _run_job():
+    from playground.jobs import run_job
+    return run_job
+
+
+@functools.lru_cache(maxsize=1)
+def _accepts(name: str) -> bool:
+    try:
+        params = inspect.signature(_run_job()).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def call(action: str, kernel: str, source: str | None, params: dict | None, *, session: str = "anon",
+         arch: str | None = None, options: dict | None = None,
+         on_progress: Callable[[str, float], None] | None = None) -> dict:
+    """run_job with the page's conventions: empty or unchanged source means the catalogue's file, params may be
+    None, and anything unexpected comes back as an `internal` error result instead of an exception."""
+    source = normalize_source(kernel, source)
+    kwargs = {"arch": arch or None, "options": options or None, "on_progress": on_progress}
+    if _accepts("session"):
+        kwargs["session"] = session or "anon"
+    try:
+        result = _run_job()(action, kernel, source, dict(params or {}), **kwargs)
+    except Exception as exc:  # run_job promises not to raise; a page must not break if it does
+        log.exception("run_job raised")
+        result = {"ok": False, "kernel": kernel, "action": action,
+                  "error": {"stage": "internal", "message": f"{type(exc).__name__}: {exc}"[:500], "line": None,
+                            "log": ""}}
+    if not isinstance(result, dict):
+        result = {"ok": False, "kernel": kernel, "action": action,
+                  "error": {"stage": "internal", "message": "the engine returned no result", "line": None,
+                            "log": repr(result)[:2000]}}
+    result.setdefault("kernel", kernel)
+    result.setdefault("action", action)
+    return result
+
+
+def normalize_source(kernel: str, source: str | None) -> str | None:
+    """None when the text is empty or the catalogue's own file (so the engine and its cache use the original)."""
+    if source is None or not source.strip():
+        return None
+    try:
+        if source == original_source(kernel):
+            return None
+    except Exception:
+        pass
+    return source
+
+
+# -- the catalogue (our own kernel files only) --------------------------------------------------------------------
+def kernel_names() -> list[str]:
+    """The catalogue's kernels whose files load, in the catalogue's order."""
+    from playground import catalogue
+    names = []
+    for name in catalogue.builtin_names():
+        try:
+            describe(name)
+        except Exception as exc:  # a kernel file another developer is still writing
+            log.warning("kernel %s is not available: %s", name, exc)
+            continue
+        names.append(name)
+    return names
+
+
+@functools.lru_cache(maxsize=None)
+def describe(name: str) -> dict:
+    from playground import catalogue
+    return catalogue.load(name).describe()
+
+
+def original_source(name: str) -> str:
+    from playground import catalogue
+    return catalogue.builtin_source(name)
+
+
+def arches() -> list[str]:
+    try:
+        from playground.compile import ARCHES
+        return list(ARCHES)
+    except Exception:
+        return ["sm_90a", "sm_90", "sm_80", "sm_86", "sm_89"]
+
+
+def start_jobs() -> dict | None:
+    """Start the job system's workers now rather than at the first click (where playground.jobs has start())."""
+    try:
+        from playground.jobs import start
+    except ImportError:
+        return None
+    try:
+        return start()
+    except Exception:
+        log.exception("starting the job system failed")
+        return None
+
+
+# -- health -------------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def _gpu_name() -> str | None:
+    """The first GPU's name from nvidia-smi (no CUDA context in the web server), or None."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out else None
+
+
+def health() -> dict:
+    """playground.jobs.health() where it exists; until then a minimal answer of our own."""
+    try:
+        from playground.jobs import health as jobs_health
+    except ImportError:
+        jobs_health = None
+    if jobs_health is not None:
+        try:
+            return dict(jobs_health())
+        except Exception as exc:
+            log.exception("health() raised")
+            return {"ok": False, "gpu": _gpu_name(), "sandbox": None, "queue": None,
+                    "error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"ok": True, "gpu": _gpu_name(), "sandbox": None, "queue": None, "source": "ui fallback"}

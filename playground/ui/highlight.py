@@ -1,0 +1,129 @@
+"""Code → HTML: Pygments highlighting, one <div> per line, so that lines can carry marks and their source line.
+
+Every function here is pure (text in, HTML out) and escapes everything it is given: the generated CUDA is full of
+`<`, `>` and `&`, and a user's source may hold anything.
+"""
+from __future__ import annotations
+
+import difflib
+import html
+from typing import Iterable
+
+from pygments import lex
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import CudaLexer, CppLexer, DiffLexer, PtxLexer, PythonLexer, TextLexer
+from pygments.token import STANDARD_TYPES, Token
+
+STYLE = "github-dark"  # the code panes are dark whatever the page's theme, as in most code viewers
+LEXERS = {"cuda": CudaLexer, "cpp": CppLexer, "ptx": PtxLexer, "python": PythonLexer, "diff": DiffLexer,
+          "text": TextLexer}
+MAX_LINES = 20_000  # past this, a pane shows the head and says so: a browser chokes on megabytes of spans
+
+
+def _css_class(ttype) -> str:
+    while ttype not in STANDARD_TYPES:
+        ttype = ttype.parent
+    return STANDARD_TYPES[ttype]
+
+
+def token_lines(text: str, language: str = "cuda") -> list[str]:
+    """The text as highlighted HTML, one string per line (tokens spanning lines are split at the newlines)."""
+    lexer = LEXERS.get(language, TextLexer)(stripnl=False, ensurenl=False, tabsize=4)
+    lines: list[str] = [""]
+    for ttype, value in lex(text, lexer):
+        cls = _css_class(ttype) if ttype is not Token.Text else ""
+        for i, part in enumerate(value.split("\n")):
+            if i:
+                lines.append("")
+            if part:
+                esc = html.escape(part, quote=False)
+                lines[-1] += f'<span class="{cls}">{esc}</span>' if cls else esc
+    if text.endswith("\n") and lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def code_html(text: str, language: str = "cuda", *, line_map: list | None = None,
+              marked: Iterable[int] = (), error_lines: Iterable[int] = (), first_line: int = 1,
+              source_lines: list[str] | None = None, elem_class: str = "", empty: str = "nothing yet") -> str:
+    """A highlighted listing with line numbers.
+
+    line_map:     for listing line i+1, the user source line it came from (or None); each line then carries
+                  data-src and a tooltip quoting that source line (from `source_lines`, the user file's lines).
+    marked:       source lines whose listing lines are marked (through line_map), e.g. the chosen one.
+    error_lines:  source lines whose listing lines are marked as an error's.
+    """
+    if not text:
+        return f'<div class="pg-code pg-empty {elem_class}">{html.escape(empty)}</div>'
+    rows = token_lines(text, language)
+    cut = len(rows) - MAX_LINES
+    rows = rows[:MAX_LINES]
+    marked, error_lines = set(marked), set(error_lines)
+    out = [f'<div class="pg-code {elem_class}"><pre>']
+    for i, body in enumerate(rows):
+        number = i + first_line
+        src = line_map[i] if line_map and i < len(line_map) else None
+        classes = ["pg-line"]
+        attrs = ""
+        if src is not None:
+            classes.append("pg-has-src")
+            if src in marked:
+                classes.append("pg-mark")
+            if src in error_lines:
+                classes.append("pg-error")
+            quote = ""
+            if source_lines and 0 < src <= len(source_lines):
+                quote = ": " + source_lines[src - 1].strip()
+            attrs = f' data-src="{src}" title="{html.escape(f"from source line {src}{quote}")}"'
+        out.append(f'<div class="{" ".join(classes)}"{attrs}><span class="pg-no">{number}</span>'
+                   f'<span class="pg-tx">{body or " "}</span></div>')
+    if cut > 0:
+        out.append(f'<div class="pg-line pg-cut"><span class="pg-no"></span><span class="pg-tx">… {cut} more '
+                   f'lines: download the file to see them all</span></div>')
+    out.append("</pre></div>")
+    return "".join(out)
+
+
+def snippet_html(source: str, line: int, context: int = 3) -> str:
+    """The lines around `line` of a Python source, highlighted, with `line` marked as the error's."""
+    lines = source.splitlines()
+    if not line or line < 1 or line > len(lines):
+        return ""
+    lo, hi = max(1, line - context), min(len(lines), line + context)
+    chunk = "\n".join(lines[lo - 1:hi])
+    marks = [line if lo + i == line else None for i in range(hi - lo + 1)]
+    return code_html(chunk, "python", line_map=marks, error_lines=[line], first_line=lo, elem_class="pg-snippet")
+
+
+def source_line_choices(source: str, line_map: list | None) -> list[tuple[str, int]]:
+    """(label, line) for every source line that generated CUDA, in source order: "31: for k in T.Pipelined(...)"."""
+    lines = source.splitlines()
+    used = sorted({m for m in (line_map or []) if isinstance(m, int)})
+    out = []
+    for n in used:
+        text = lines[n - 1].strip() if 0 < n <= len(lines) else ""
+        if len(text) > 70:
+            text = text[:67] + "…"
+        out.append((f"{n}: {text}", n))
+    return out
+
+
+def cuda_lines_for(line_map: list | None, source_line: int | None) -> list[int]:
+    """The CUDA line numbers (1-based) that came from `source_line`."""
+    if not line_map or source_line is None:
+        return []
+    return [i + 1 for i, m in enumerate(line_map) if m == source_line]
+
+
+def diff_html(a: str, b: str, name_a: str, name_b: str, context: int = 3) -> str:
+    """A unified diff of two texts, highlighted (additions green, deletions red, hunks blue)."""
+    if a == b:
+        return f'<div class="pg-code pg-empty">{html.escape(name_a)} and {html.escape(name_b)} generated the same ' \
+               f'CUDA</div>'
+    text = "".join(difflib.unified_diff(a.splitlines(True), b.splitlines(True), name_a, name_b, n=context))
+    return code_html(text, "diff", elem_class="pg-diff")
+
+
+def style_css(scope: str = ".pg-code") -> str:
+    """Pygments' colours for the token classes, scoped to the code panes."""
+    return HtmlFormatter(style=STYLE).get_style_defs(scope)

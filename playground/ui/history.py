@@ -1,0 +1,86 @@
+"""The session's history: one entry per compile or run, kept in a gr.State as a list of plain dicts.
+
+Pure functions: each returns a new list, so Gradio sees a new value and nothing is shared between sessions.
+"""
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+LIMIT = 40  # entries kept per session (each holds its CUDA text for Compare)
+
+
+def short_config(config: dict | None) -> str:
+    """"4096×4096×4096 fp16 · 128/256/64/3/256/10": the problem, the dtype and the tile values."""
+    if not config:
+        return ""
+    problem = "×".join(str(v) for v in (config.get("problem") or {}).values()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool))
+    flags = " ".join(k for k, v in (config.get("problem") or {}).items() if v is True)
+    dtype = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}.get(config.get("dtype"), config.get("dtype"))
+    tile = "/".join(str(v) for v in (config.get("tile") or {}).values())
+    return " ".join(p for p in (problem, flags, dtype) if p) + (f" · {tile}" if tile else "")
+
+
+def add(history: list[dict] | None, action: str, kernel: str, result: dict, source_edited: bool) -> list[dict]:
+    """The history with `result` appended (kept only if it has something to show: CUDA or an error)."""
+    history = list(history or [])
+    n = (history[-1]["n"] + 1) if history else 1
+    timing = result.get("timing") or {}
+    err = result.get("error") or {}
+    res = result.get("resources") or {}
+    verification = result.get("verification") or []
+    entry = {
+        "n": n,
+        "time": time.strftime("%H:%M:%S"),
+        "action": action,
+        "kernel": kernel,
+        "config": result.get("config"),
+        "label": short_config(result.get("config")),
+        "edited": source_edited,
+        "ok": bool(result.get("ok")),
+        "error": f"{err.get('stage')}: {err.get('message', '')[:120]}" if err else "",
+        "registers": res.get("registers"),
+        "shared_bytes": res.get("shared_bytes"),
+        "spill_bytes": res.get("spill_bytes"),
+        "passed": all(v.get("passed") for v in verification) if verification else None,
+        "median_ms": timing.get("median_ms"),
+        "tflops": result.get("tflops") if timing else None,
+        "gbps": result.get("gbps") if timing else None,
+        "cuda": result.get("cuda") or "",
+    }
+    history.append(entry)
+    return history[-LIMIT:]
+
+
+def frame(history: list[dict] | None) -> pd.DataFrame:
+    """The history as the page's table, newest first."""
+    cols = ["#", "time", "action", "kernel", "config", "source", "result", "registers", "smem KiB", "spills B",
+            "median ms", "TFLOP/s", "GB/s"]
+    rows = []
+    for h in reversed(history or []):
+        result = ("ok" if h["ok"] else h["error"] or "failed")
+        if h.get("passed") is False:
+            result = "wrong result"
+        rows.append([h["n"], h["time"], h["action"], h["kernel"], h["label"], "edited" if h["edited"] else "original",
+                     result, h.get("registers"),
+                     round(h["shared_bytes"] / 1024, 1) if h.get("shared_bytes") is not None else None,
+                     h.get("spill_bytes"),
+                     round(h["median_ms"], 4) if h.get("median_ms") is not None else None,
+                     round(h["tflops"], 1) if h.get("tflops") is not None else None,
+                     round(h["gbps"], 0) if h.get("gbps") is not None else None])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def choices(history: list[dict] | None) -> list[tuple[str, int]]:
+    """Dropdown choices for Compare: the entries that have CUDA, newest first."""
+    return [(f"#{h['n']} {h['action']} {h['kernel']} {h['label']}" + ("" if h["ok"] else " (failed)"), h["n"])
+            for h in reversed(history or []) if h.get("cuda")]
+
+
+def find(history: list[dict] | None, n) -> dict | None:
+    for h in history or []:
+        if str(h["n"]) == str(n):
+            return h
+    return None

@@ -1,0 +1,483 @@
+"""The page: components laid out like Compiler Explorer (source left, generated code right, results below), and
+the handlers that wire them to the engine. Handlers are thin: engine JSON goes through the pure view functions of
+highlight/views/charts/history; every engine call goes through `engine.call` (run_job)."""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+from . import api, charts, controls as ctl, engine, history as hist, views
+from .highlight import code_html, source_line_choices
+from .styles import SCROLL_TO_ERROR_JS
+
+ENGINE_CONCURRENCY = int(os.environ.get("PLAYGROUND_UI_CONCURRENCY", "16"))  # the engine queues the GPU itself
+DRAFT_KEY = "tilelang-playground-draft"
+DRAFT_SECRET = os.environ.get("PLAYGROUND_DRAFT_SECRET", "tilelang-playground")  # localStorage obfuscation only
+AUTO = "auto"
+LEGEND = ('<div class="pg-legend">Hover a line to light up its siblings from the same source line.'
+          '<span class="sw" style="background:#388bfd"></span>chosen source line'
+          '<span class="sw" style="background:#d29922"></span>hover'
+          '<span class="sw" style="background:#f85149"></span>error line</div>')
+
+
+def download_path(session: str | None, filename: str, text: str) -> str:
+    """Write a download under this session's own temporary folder (Gradio copies it into its cache)."""
+    safe = re.sub(r"[^A-Za-z0-9_-]", "", session or "anon")[:64] or "anon"
+    folder = Path(tempfile.gettempdir()) / "tilelang-playground-ui" / safe
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / filename
+    path.write_text(text or "")
+    return str(path)
+
+
+def _session(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or "anon"
+
+
+def _progress(progress):
+    def report(what, fraction):
+        try:
+            progress(None if fraction is None else float(fraction), desc=str(what))
+        except Exception:
+            pass
+    return report
+
+
+class Page:
+    """The components of one page, and the handlers over them."""
+
+    def __init__(self):
+        self.names = engine.kernel_names()
+        if not self.names:
+            raise RuntimeError("no kernel of the catalogue loads; check kernels/")
+        self.default_kernel = "gemm" if "gemm" in self.names else self.names[0]
+        self.arch_choices = [AUTO] + engine.arches()
+
+    # -- building ---------------------------------------------------------------------------------------------
+    def build(self) -> gr.Blocks:
+        first = ctl.controls_for(engine.describe(self.default_kernel))
+        with gr.Blocks(title="TileLang Playground") as demo:
+            self.draft = gr.BrowserState(None, storage_key=DRAFT_KEY, secret=DRAFT_SECRET)
+            self.history = gr.State([])
+            self.last = gr.State(None)        # what the CUDA panes show: cuda, line_map, ptx, host, source
+            self.tuned = gr.State(None)       # the last autotune result
+            self.swept = gr.State(None)       # the last sweep result
+            self.error_line = gr.Number(None, visible=False)
+
+            with gr.Row(elem_id="pg-header"):
+                gr.HTML('<div class="pg-title">TileLang <span class="accent">Playground</span></div>'
+                        '<div class="pg-sub">Edit a TileLang kernel, see the CUDA it becomes, check it and time it '
+                        'against PyTorch.</div>')
+            self.banner = gr.HTML("", elem_id="pg-banner")
+
+            with gr.Row(elem_id="pg-toolbar", equal_height=True):
+                self.kernel = gr.Dropdown(self.names, value=self.default_kernel, label="Kernel", scale=2,
+                                          elem_id="pg-kernel", interactive=True)
+                self.preset = gr.Dropdown(list(first.presets) + [ctl.CUSTOM], value=ctl.preset_for(
+                    first, first.defaults()), label="Problem size", scale=3, elem_id="pg-preset")
+                self.dtype = gr.Dropdown(first.dtypes, value=first.dtype, label="dtype", scale=1,
+                                         elem_id="pg-dtype")
+                self.arch = gr.Dropdown(self.arch_choices, value=AUTO, label="Target arch", scale=1,
+                                        elem_id="pg-arch", info="auto: this GPU, else sm_90a")
+                self.compile_btn = gr.Button("Compile", variant="primary", scale=1, elem_id="pg-compile")
+                self.run_btn = gr.Button("Run ▶", variant="primary", scale=1, elem_id="pg-run")
+                self.tune_btn = gr.Button("Autotune", scale=1, elem_id="pg-tune")
+                self.reset_btn = gr.Button("Reset", variant="secondary", scale=1, elem_id="pg-reset")
+            self.status = gr.HTML(views.status_html("", None), elem_id="pg-status")
+
+            with gr.Row(equal_height=False, elem_id="pg-panes"):
+                with gr.Column(scale=1, min_width=480, elem_id="pg-left"):
+                    self.error_box = gr.HTML("", elem_id="pg-error")
+                    with gr.Accordion("Full log", open=False, visible=False, elem_id="pg-log") as self.log_acc:
+                        self.log = gr.Code("", language=None, lines=12, max_lines=30, show_label=False,
+                                           interactive=False)
+                    self.editor = gr.Code(engine.original_source(self.default_kernel), language="python",
+                                          lines=30, max_lines=30, label="TileLang source (Python)",
+                                          elem_id="pg-editor", interactive=True)
+                    with gr.Accordion("Parameters", open=True, elem_id="pg-params"):
+                        with gr.Row():
+                            self.p_slots = [gr.Dropdown(choices=[], label=f"p{i}", visible=False,
+                                                        allow_custom_value=True, min_width=110,
+                                                        elem_classes="pg-slot")
+                                            for i in range(ctl.PROBLEM_SLOTS)]
+                        with gr.Row():
+                            self.t_slots = [gr.Dropdown(choices=[], label=f"t{i}", visible=False,
+                                                        allow_custom_value=True, min_width=110,
+                                                        elem_classes="pg-slot")
+                                            for i in range(ctl.TILE_SLOTS)]
+                    with gr.Row():
+                        self.py_dl = gr.DownloadButton("Download .py", size="sm", elem_id="pg-dl-py")
+                        self.cu_dl = gr.DownloadButton("Download .cu", size="sm", interactive=False,
+                                                       elem_id="pg-dl-cu")
+                    self.share = gr.HTML("", elem_id="pg-share")
+
+                with gr.Column(scale=1, min_width=480, elem_id="pg-right"):
+                    self.src_line = gr.Dropdown([], value=None, label="Mark the CUDA of source line",
+                                                elem_id="pg-srcline", interactive=True)
+                    gr.HTML(LEGEND)
+                    with gr.Tabs(elem_id="pg-code-tabs"):
+                        with gr.Tab("CUDA", id="cuda"):
+                            self.cuda = gr.HTML(code_html("", empty="Compile to see the generated CUDA."),
+                                                elem_id="pg-cuda")
+                        with gr.Tab("PTX", id="ptx"):
+                            self.ptx = gr.HTML(code_html("", empty="Compile to see the PTX."), elem_id="pg-ptx")
+                        with gr.Tab("Host code", id="host"):
+                            self.host = gr.HTML(code_html("", empty="Compile to see the host code."),
+                                                elem_id="pg-host")
+                    self.resources = gr.HTML(views.resources_html(None), elem_id="pg-resources")
+
+            with gr.Tabs(elem_id="pg-results") as self.results_tabs:
+                with gr.Tab("Correctness", id="correctness"):
+                    self.verify = gr.HTML(views.verification_html(None), elem_id="pg-verify")
+                with gr.Tab("Speed", id="speed"):
+                    with gr.Row(equal_height=False):
+                        with gr.Column(scale=3):
+                            self.speed_plot = gr.Plot(label="Kernel vs baselines", elem_id="pg-speed-plot")
+                        with gr.Column(scale=4):
+                            self.speed = gr.HTML(views.speed_html(None), elem_id="pg-speed")
+                with gr.Tab("Size sweep", id="sweep"):
+                    with gr.Row():
+                        self.sweep_btn = gr.Button("Sweep problem sizes", scale=0, elem_id="pg-sweep")
+                        self.sweep_metric = gr.Radio([("TFLOP/s", "tflops"), ("GB/s", "gbps"),
+                                                      ("time", "median_ms")], value="tflops", show_label=False,
+                                                     scale=2)
+                    self.sweep_plot = gr.Plot(label="Sweep", elem_id="pg-sweep-plot")
+                    self.sweep_table = gr.Dataframe(interactive=False, wrap=True, max_height=300)
+                with gr.Tab("Autotune", id="tune"):
+                    self.tune_summary = gr.HTML(views.tune_summary_html(None), elem_id="pg-tune-summary")
+                    with gr.Row():
+                        self.apply_best = gr.Button("Apply best config to the controls", interactive=False,
+                                                    scale=0, elem_id="pg-apply-best")
+                    self.tune_plot = gr.Plot(label="Configurations", elem_id="pg-tune-plot")
+                    self.tune_table = gr.Dataframe(interactive=False, wrap=True, max_height=360,
+                                                   elem_id="pg-tune-table")
+                with gr.Tab("History", id="history"):
+                    self.hist_plot = gr.Plot(label="Runs of this session", elem_id="pg-hist-plot")
+                    self.hist_table = gr.Dataframe(hist.frame([]), interactive=False, wrap=True, max_height=360,
+                                                   elem_id="pg-hist-table")
+                with gr.Tab("Compare", id="compare"):
+                    with gr.Row():
+                        self.cmp_a = gr.Dropdown([], label="Older", elem_id="pg-cmp-a")
+                        self.cmp_b = gr.Dropdown([], label="Newer", elem_id="pg-cmp-b")
+                    self.diff = gr.HTML(views.placeholder("Compile twice (say, before and after an edit) and pick "
+                                                          "the two here to see how the CUDA changed."),
+                                        elem_id="pg-diff")
+
+            api.register(ENGINE_CONCURRENCY, "engine")
+            self.wire(demo)
+        return demo
+
+    # -- shared pieces of handlers ------------------------------------------------------------------------------
+    @property
+    def setup(self) -> set:
+        return {self.kernel, self.editor, self.dtype, self.arch, *self.p_slots, *self.t_slots}
+
+    def read(self, data: dict):
+        kernel = data[self.kernel] if data[self.kernel] in self.names else self.default_kernel
+        c = ctl.controls_for(engine.describe(kernel))
+        values = ctl.values_from_slots(c, [data[s] for s in self.p_slots], [data[s] for s in self.t_slots])
+        dtype = data[self.dtype] or c.dtype
+        arch = data[self.arch]
+        return kernel, data[self.editor] or "", c, values, dtype, (None if arch in (None, "", AUTO) else arch)
+
+    def slot_updates(self, c: ctl.Controls, values: dict) -> dict:
+        out = {}
+        for slots, group in ((self.p_slots, c.problem), (self.t_slots, c.tile)):
+            for i, slot in enumerate(slots):
+                if i < len(group):
+                    control = group[i]
+                    value = str(values.get(control.name, control.default))
+                    choices = control.choices + ([value] if value not in control.choices else [])
+                    out[slot] = gr.update(visible=True, label=control.name, choices=choices, value=value,
+                                          info=control.info or None, allow_custom_value=control.custom)
+                else:
+                    out[slot] = gr.update(visible=False, value=None, choices=[])
+        return out
+
+    def draft_and_links(self, kernel: str, source: str, c: ctl.Controls, values: dict, dtype: str, arch,
+                        session: str) -> dict:
+        draft = {"kernel": kernel, "source": source, "values": values, "dtype": dtype, "arch": arch or AUTO}
+        query = views.share_query(kernel, {**values, "dtype": dtype, **({"arch": arch} if arch else {})},
+                                  c.defaults())
+        share = (f'<div class="pg-share">Link to this setup (not the edits): <a href="?{views.esc(query)}">'
+                 f'?{views.esc(query)}</a></div>')
+        return {self.draft: draft, self.share: share,
+                self.py_dl: gr.update(value=download_path(session, f"{kernel}.py", source),
+                                      label=f"Download {kernel}.py")}
+
+    def panes(self, last: dict | None, selected: int | None = None) -> dict:
+        """The CUDA, PTX and host panes and the source-line picker for `last` (a compile-bearing result)."""
+        if not last or not last.get("cuda"):
+            return {self.cuda: code_html("", empty="Compile to see the generated CUDA."),
+                    self.ptx: code_html("", empty="Compile to see the PTX."),
+                    self.host: code_html("", empty="Compile to see the host code."),
+                    self.src_line: gr.update(choices=[], value=None)}
+        return {self.cuda: self.cuda_view(last, selected),
+                self.ptx: code_html(last.get("ptx") or "", "ptx", empty="No PTX in this result."),
+                self.host: code_html(last.get("host") or "", "cpp", empty="No host code in this result."),
+                self.src_line: gr.update(choices=source_line_choices(last.get("source") or "",
+                                                                     last.get("line_map")), value=selected)}
+
+    @staticmethod
+    def cuda_view(last: dict | None, selected) -> str:
+        if not last or not last.get("cuda"):
+            return code_html("", empty="Compile to see the generated CUDA.")
+        err = last.get("error_line")
+        return code_html(last["cuda"], "cuda", line_map=last.get("line_map"),
+                         marked=[int(selected)] if selected not in (None, "") else [],
+                         error_lines=[err] if err else [], source_lines=(last.get("source") or "").splitlines())
+
+    def error_outputs(self, result: dict | None, source: str) -> dict:
+        err = (result or {}).get("error")
+        if not err:
+            return {self.error_box: "", self.log_acc: gr.update(visible=False), self.log: "",
+                    self.error_line: None}
+        return {self.error_box: views.error_html(err, source),
+                self.log_acc: gr.update(visible=bool(err.get("log")), open=False),
+                self.log: err.get("log") or "", self.error_line: err.get("line")}
+
+    def history_outputs(self, history: list) -> dict:
+        choices = hist.choices(history)
+        a = choices[1][1] if len(choices) > 1 else None
+        b = choices[0][1] if choices else None
+        return {self.history: history, self.hist_table: hist.frame(history),
+                self.hist_plot: charts.history_figure(history),
+                self.cmp_a: gr.update(choices=choices, value=a), self.cmp_b: gr.update(choices=choices, value=b)}
+
+    def fresh_kernel_outputs(self, kernel: str, source: str, c: ctl.Controls, values: dict, dtype: str, arch,
+                             session: str, status: str) -> dict:
+        """Everything a newly chosen (or restored, or reset) kernel shows."""
+        out = {self.kernel: kernel, self.editor: source,
+               self.preset: gr.update(choices=list(c.presets) + [ctl.CUSTOM], value=ctl.preset_for(c, values)),
+               self.dtype: gr.update(choices=c.dtypes, value=dtype if dtype in c.dtypes else c.dtype),
+               self.arch: arch or AUTO, self.status: status, self.last: None,
+               self.resources: views.resources_html(None),
+               self.cu_dl: gr.update(value=None, interactive=False)}
+        out.update(self.slot_updates(c, values))
+        out.update(self.panes(None))
+        out.update(self.error_outputs(None, source))
+        out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, session))
+        return out
+
+    # -- handlers ---------------------------------------------------------------------------------------------
+    def on_load(self, data: dict, request: gr.Request):
+        query = dict(request.query_params) if request is not None else {}
+        draft = data[self.draft] if isinstance(data[self.draft], dict) else None
+        kernel = query.get("kernel") if query.get("kernel") in self.names else None
+        notes = []
+        if query.get("kernel") and not kernel:
+            notes.append(f"no kernel named {query['kernel']!r}")
+        if kernel is None:
+            kernel = draft["kernel"] if draft and draft.get("kernel") in self.names else self.default_kernel
+        c = ctl.controls_for(engine.describe(kernel))
+        base, source, arch = c.defaults(), engine.original_source(kernel), AUTO
+        restored = bool(draft and draft.get("kernel") == kernel)
+        if restored:
+            base.update({k: str(v) for k, v in (draft.get("values") or {}).items() if k in base})
+            if draft.get("dtype") in c.dtypes:
+                base["dtype"] = draft["dtype"]
+            source = draft.get("source") or source
+            arch = draft.get("arch") if draft.get("arch") in self.arch_choices else AUTO
+        values, unknown = ctl.from_query(c, {k: v for k, v in query.items()}, base)
+        if query.get("arch") in self.arch_choices:
+            arch = query["arch"]
+        if unknown:
+            notes.append("ignored unknown parameters: " + ", ".join(unknown))
+        dtype = values.pop("dtype", c.dtype)
+        edited = source != engine.original_source(kernel)
+        text = (f"Loaded {kernel} from the link." if query.get("kernel") == kernel else
+                f"Restored your draft of {kernel}" + (" (edited)." if edited else ".") if restored else
+                "Ready. Edit the kernel or its parameters, then Compile or Run.")
+        if notes:
+            text += " " + "; ".join(notes) + "."
+        status = f'<div class="pg-status {"fail" if notes else "idle"}">{views.esc(text)}</div>'
+        out = self.fresh_kernel_outputs(kernel, source, c, values, dtype, None if arch == AUTO else arch,
+                                        _session(request), status)
+        out[self.banner] = views.banner_html(engine.health())
+        return out
+
+    def on_kernel(self, data: dict, request: gr.Request):
+        kernel = data[self.kernel]
+        c = ctl.controls_for(engine.describe(kernel))
+        values = c.defaults()
+        dtype = values.pop("dtype")
+        arch = None if data[self.arch] in (None, "", AUTO) else data[self.arch]
+        return self.fresh_kernel_outputs(kernel, engine.original_source(kernel), c, values, dtype, arch,
+                                         _session(request), views.status_html("", None))
+
+    def on_reset(self, data: dict, request: gr.Request):
+        out = self.on_kernel(data, request)
+        out[self.status] = (f'<div class="pg-status idle">Reset {views.esc(data[self.kernel])} to the original '
+                            'source and parameters.</div>')
+        return out
+
+    def on_preset(self, data: dict, request: gr.Request):
+        kernel, source, c, values, dtype, arch = self.read(data)
+        label = data[self.preset]
+        if label in c.presets:
+            values.update({k: str(v) for k, v in c.presets[label].items()})
+        out = self.slot_updates(c, values)
+        out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request)))
+        return out
+
+    def on_edit(self, data: dict, request: gr.Request):
+        """A user edit of the source or a control: save the draft, refresh the link, the .py and the preset."""
+        kernel, source, c, values, dtype, arch = self.read(data)
+        out = self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request))
+        out[self.preset] = gr.update(value=ctl.preset_for(c, values))
+        return out
+
+    def engine_action(self, action: str, data: dict, request: gr.Request, progress: gr.Progress,
+                      options: dict | None = None) -> tuple[dict, dict]:
+        kernel, source, c, values, dtype, arch = self.read(data)
+        progress(0, desc=f"{action}: waiting for a worker")
+        result = engine.call(action, kernel, source, ctl.engine_params(values, dtype), session=_session(request),
+                             arch=arch, options=options, on_progress=_progress(progress))
+        out = {self.status: views.status_html(action, result)}
+        out.update(self.error_outputs(result, source))
+        out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request)))
+        return result, out
+
+    def apply_compiled(self, action: str, data: dict, result: dict, request: gr.Request) -> dict:
+        """Panes, resources, history and downloads after a compile or a run."""
+        kernel, source, *_ = self.read(data)
+        out = {}
+        err = result.get("error") or {}
+        previous = data[self.last]
+        if result.get("cuda"):
+            last = {"cuda": result["cuda"], "line_map": result.get("line_map"), "ptx": result.get("ptx"),
+                    "host": result.get("host"), "source": source, "kernel": kernel,
+                    "error_line": err.get("line")}
+            selected = err.get("line") if err.get("line") in (result.get("line_map") or []) else None
+            out.update(self.panes(last, selected))
+            out[self.last] = last
+            out[self.resources] = views.resources_html(result)
+            out[self.cu_dl] = gr.update(value=download_path(_session(request), f"{kernel}.cu", result["cuda"]),
+                                        interactive=True, label=f"Download {kernel}.cu")
+        elif previous and previous.get("cuda") and err.get("line"):
+            # No new CUDA (the compile failed): mark the error's line in the CUDA still shown, if it maps there.
+            last = {**previous, "error_line": err["line"]}
+            out[self.last] = last
+            out[self.cuda] = self.cuda_view(last, None)
+        if result.get("cuda") or err.get("stage") in ("python", "definition", "tilelang", "nvcc", "timeout",
+                                                      "verify"):
+            history = hist.add(data[self.history], action, kernel, result,
+                               engine.normalize_source(kernel, source) is not None)
+            out.update(self.history_outputs(history))
+        return out
+
+    def on_compile(self, data: dict, request: gr.Request, progress=gr.Progress()):
+        result, out = self.engine_action("compile", data, request, progress)
+        out.update(self.apply_compiled("compile", data, result, request))
+        return out
+
+    def on_run(self, data: dict, request: gr.Request, progress=gr.Progress()):
+        result, out = self.engine_action("run", data, request, progress)
+        out.update(self.apply_compiled("run", data, result, request))
+        out[self.verify] = views.verification_html(result)
+        out[self.speed] = views.speed_html(result)
+        out[self.speed_plot] = charts.speed_figure(result)
+        failed = any(not v.get("passed") for v in result.get("verification") or [])
+        if result.get("timing") or failed:
+            out[self.results_tabs] = gr.Tabs(selected="correctness" if failed else "speed")
+        return out
+
+    def on_tune(self, data: dict, request: gr.Request, progress=gr.Progress()):
+        result, out = self.engine_action("tune", data, request, progress)
+        out[self.tuned] = result
+        out[self.tune_summary] = views.tune_summary_html(result)
+        out[self.tune_plot] = charts.tune_figure(result)
+        out[self.tune_table] = views.tune_frame(result)
+        out[self.apply_best] = gr.update(interactive=bool((result.get("best") or {}).get("tile")))
+        out[self.results_tabs] = gr.Tabs(selected="tune")
+        return out
+
+    def on_apply_best(self, data: dict, request: gr.Request):
+        kernel, source, c, values, dtype, arch = self.read(data)
+        best = ((data[self.tuned] or {}).get("best") or {}).get("tile") or {}
+        values = ctl.apply_tile(c, values, best)
+        out = self.slot_updates(c, values)
+        out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request)))
+        out[self.status] = (f'<div class="pg-status ok">Applied the best config: '
+                            f'<code>{views.esc(views.tile_label(best))}</code>. Run it to see it here.</div>')
+        return out
+
+    def on_sweep(self, data: dict, request: gr.Request, progress=gr.Progress()):
+        result, out = self.engine_action("sweep", data, request, progress)
+        metric = data[self.sweep_metric]
+        kernel_rates = [(r.get("series") or {}).get("kernel", {}).get("tflops") for r in result.get("rows") or []]
+        if metric == "tflops" and kernel_rates and all((x or 0) < 1 for x in kernel_rates):
+            metric = "gbps"  # memory-bound kernels: bandwidth is the figure that means something
+        out[self.swept] = result
+        out[self.sweep_metric] = metric
+        out[self.sweep_plot] = charts.sweep_figure(result, metric)
+        out[self.sweep_table] = views.sweep_frame(result)
+        return out
+
+    def on_sweep_metric(self, swept, metric):
+        return charts.sweep_figure(swept, metric)
+
+    def on_compare(self, history, a, b):
+        ea, eb = hist.find(history, a), hist.find(history, b)
+        if not ea or not eb:
+            return views.placeholder("Pick two entries of the history.")
+        from .highlight import diff_html
+        return diff_html(ea["cuda"], eb["cuda"], f"#{ea['n']} {ea['label']}", f"#{eb['n']} {eb['label']}")
+
+    # -- wiring -----------------------------------------------------------------------------------------------
+    def wire(self, demo: gr.Blocks) -> None:
+        light = dict(concurrency_limit=None, show_progress="hidden")
+        everything = {self.kernel, self.editor, self.preset, self.dtype, self.arch, self.status, self.last,
+                      self.resources, self.cu_dl, self.cuda, self.ptx, self.host, self.src_line, self.error_box,
+                      self.log_acc, self.log, self.error_line, self.draft, self.share, self.py_dl, *self.p_slots,
+                      *self.t_slots}
+        demo.load(self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
+                  **light)
+        self.kernel.input(self.on_kernel, self.setup, everything, api_visibility="private", **light)
+        self.reset_btn.click(self.on_reset, self.setup, everything, api_visibility="private", **light)
+        edits = {self.draft, self.share, self.py_dl, self.preset}
+        self.editor.input(self.on_edit, self.setup, edits, api_visibility="private", trigger_mode="always_last",
+                          **light)
+        for comp in (self.dtype, self.arch, *self.p_slots, *self.t_slots):
+            comp.input(self.on_edit, self.setup, edits, api_visibility="private", trigger_mode="always_last",
+                       **light)
+        self.preset.input(self.on_preset, self.setup | {self.preset},
+                          {*self.p_slots, *self.t_slots, self.draft, self.share, self.py_dl},
+                          api_visibility="private", **light)
+
+        engine_kw = dict(concurrency_limit=ENGINE_CONCURRENCY, concurrency_id="engine", show_progress="full",
+                         show_progress_on=[self.status], api_visibility="private")
+        common = {self.status, self.error_box, self.log_acc, self.log, self.error_line, self.draft, self.share,
+                  self.py_dl}
+        compiled = {self.cuda, self.ptx, self.host, self.src_line, self.last, self.resources, self.cu_dl,
+                    self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b}
+        inputs = self.setup | {self.last, self.history}
+        self.compile_btn.click(self.on_compile, inputs, common | compiled, **engine_kw).then(
+            None, [self.error_line], None, js=SCROLL_TO_ERROR_JS)
+        self.run_btn.click(self.on_run, inputs, common | compiled | {
+            self.verify, self.speed, self.speed_plot, self.results_tabs}, **engine_kw).then(
+            None, [self.error_line], None, js=SCROLL_TO_ERROR_JS)
+        self.tune_btn.click(self.on_tune, self.setup, common | {
+            self.tuned, self.tune_summary, self.tune_plot, self.tune_table, self.apply_best, self.results_tabs},
+            **engine_kw)
+        self.sweep_btn.click(self.on_sweep, self.setup | {self.sweep_metric}, common | {
+            self.swept, self.sweep_metric, self.sweep_plot, self.sweep_table},
+            **{**engine_kw, "show_progress_on": [self.status, self.sweep_plot]})
+        self.sweep_metric.input(self.on_sweep_metric, [self.swept, self.sweep_metric], self.sweep_plot,
+                                api_visibility="private", **light)
+        self.apply_best.click(self.on_apply_best, self.setup | {self.tuned},
+                              {*self.p_slots, *self.t_slots, self.draft, self.share, self.py_dl, self.status},
+                              api_visibility="private", **light)
+        self.src_line.input(self.cuda_view, [self.last, self.src_line], self.cuda, api_visibility="private",
+                            **light)
+        for comp in (self.cmp_a, self.cmp_b):
+            comp.change(self.on_compare, [self.history, self.cmp_a, self.cmp_b], self.diff,
+                        api_visibility="private", **light)
+
+
+def build_demo() -> gr.Blocks:
+    return Page().build()

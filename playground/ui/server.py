@@ -1,0 +1,66 @@
+"""Start the page: Gradio's server with the queue, optional password login, and GET /health (no login needed)."""
+from __future__ import annotations
+
+import hmac
+import os
+from pathlib import Path
+
+import gradio as gr
+from fastapi.responses import JSONResponse
+
+from . import engine, styles
+
+QUEUE_SIZE = int(os.environ.get("PLAYGROUND_UI_QUEUE", "256"))
+
+
+def password_from_env(env: dict | None = None) -> str | None:
+    """PLAYGROUND_PASSWORD, else the first line of the file named by PLAYGROUND_PASSWORD_FILE, else None."""
+    env = os.environ if env is None else env
+    if env.get("PLAYGROUND_PASSWORD"):
+        return env["PLAYGROUND_PASSWORD"]
+    path = env.get("PLAYGROUND_PASSWORD_FILE")
+    if path:
+        text = Path(path).read_text().strip()
+        if text:
+            return text.splitlines()[0].strip()
+    return None
+
+
+def checker(password: str):
+    """Gradio auth: any user name, this password (compared in constant time)."""
+    def check(username: str, given: str) -> bool:
+        return hmac.compare_digest(str(given).encode(), password.encode())
+    return check
+
+
+def add_health_route(app) -> None:
+    """GET /health → playground.jobs.health() as JSON; 200 when ok, 503 when not. Gradio's login guards its own
+    routes one by one, so a route added here answers without a login (Docker's HEALTHCHECK needs that)."""
+    if any(getattr(r, "path", None) == "/health" for r in app.router.routes):
+        return
+
+    def health():
+        body = engine.health()
+        return JSONResponse(body, status_code=200 if body.get("ok", True) else 503)
+    app.add_api_route("/health", health, methods=["GET"], include_in_schema=False)
+    # Gradio has no catch-all route today; put ours first anyway so that none added later can shadow it.
+    app.router.routes.insert(0, app.router.routes.pop())
+
+
+def serve(host: str = "0.0.0.0", port: int = 7860, password: str | None = None, *, demo: gr.Blocks | None = None,
+          prevent_thread_lock: bool = False, quiet: bool = False):
+    """Build (unless given) and launch the page; returns (demo, app, local_url). Blocks unless prevent_thread_lock."""
+    if demo is None:
+        from .layout import build_demo
+        demo = build_demo()
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=None)
+    app, url, _ = demo.launch(
+        server_name=host, server_port=port, auth=checker(password) if password else None,
+        auth_message="TileLang Playground: enter the class password (any user name).", prevent_thread_lock=True,
+        quiet=quiet, show_error=True, theme=styles.theme(), css=styles.css(), head=styles.HEAD, ssr_mode=False,
+        footer_links=["api", "gradio"])
+    add_health_route(app)
+    engine.start_jobs()
+    if not prevent_thread_lock:
+        demo.block_thread()
+    return demo, app, url

@@ -1,0 +1,156 @@
+"""The page's theme, CSS and the little JavaScript it needs (hover links between CUDA lines of one source line,
+and scrolling the editor to an error's line). Kept apart so the layout reads as a list of components."""
+from __future__ import annotations
+
+import gradio as gr
+
+from .highlight import style_css
+
+SYSTEM_FONTS = [gr.themes.Font("ui-sans-serif"), gr.themes.Font("system-ui"), gr.themes.Font("Segoe UI"),
+                gr.themes.Font("Helvetica"), gr.themes.Font("Arial"), gr.themes.Font("sans-serif")]
+MONO_FONTS = [gr.themes.Font("ui-monospace"), gr.themes.Font("SFMono-Regular"), gr.themes.Font("Menlo"),
+              gr.themes.Font("Consolas"), gr.themes.Font("DejaVu Sans Mono"), gr.themes.Font("monospace")]
+
+
+def theme() -> gr.themes.Base:
+    # System fonts only: a class server may have no internet, and a page must not wait on a font download.
+    return gr.themes.Default(primary_hue="orange", secondary_hue="blue", neutral_hue="slate",
+                             font=SYSTEM_FONTS, font_mono=MONO_FONTS, radius_size="sm", spacing_size="sm")
+
+
+CSS = """
+.gradio-container { max-width: 1800px !important; }
+#pg-header { align-items: baseline; gap: 12px; margin-bottom: 2px; }
+.pg-title { font-size: 1.45rem; font-weight: 700; letter-spacing: -0.01em; }
+.pg-title .accent { color: #f97316; }
+.pg-sub { color: var(--body-text-color-subdued); font-size: 0.92rem; }
+#pg-toolbar { align-items: end; }
+#pg-toolbar button { min-height: 40px; }
+.pg-banner { border: 1px solid #d97706; background: rgba(217,119,6,0.10); border-radius: 6px;
+             padding: 8px 12px; font-size: 0.9rem; }
+.pg-banner.good { border-color: #16a34a; background: rgba(22,163,74,0.08); }
+.pg-status { font-size: 0.92rem; padding: 6px 10px; border-radius: 6px; border-left: 4px solid #64748b;
+             background: var(--block-background-fill); }
+.pg-status.ok { border-left-color: #16a34a; }
+.pg-status.fail { border-left-color: #dc2626; }
+.pg-status.idle { color: var(--body-text-color-subdued); }
+.pg-pane-label { font-weight: 600; font-size: 0.85rem; color: var(--body-text-color-subdued);
+                 text-transform: uppercase; letter-spacing: 0.05em; }
+
+/* code panes: dark whatever the theme, like a terminal or Compiler Explorer */
+.pg-code { background: #0d1117; color: #e6edf3; border-radius: 6px; border: 1px solid #30363d;
+           max-height: 68vh; overflow: auto; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas,
+           "DejaVu Sans Mono", monospace; font-size: 12.5px; line-height: 1.45; }
+.pg-code pre { margin: 0; padding: 6px 0; background: transparent !important; border: 0 !important;
+               white-space: pre; overflow: visible; font: inherit; color: inherit; }
+.pg-line { display: flex; min-width: max-content; padding-right: 12px; border-left: 3px solid transparent; }
+.pg-line .pg-no { flex: none; width: 3.6em; padding-right: 10px; text-align: right; color: #6e7681;
+                  user-select: none; }
+.pg-line .pg-tx { white-space: pre; }
+.pg-line.pg-has-src { cursor: help; }
+.pg-line.pg-mark { background: rgba(56,139,253,0.20); border-left-color: #388bfd; }
+.pg-line.pg-hover { background: rgba(210,153,34,0.20); border-left-color: #d29922; }
+.pg-line.pg-error { background: rgba(248,81,73,0.22); border-left-color: #f85149; }
+.pg-line.pg-cut { color: #8b949e; font-style: italic; }
+.pg-code.pg-empty, .pg-placeholder { padding: 18px; color: #8b949e; font-style: italic; }
+.pg-placeholder { border: 1px dashed var(--border-color-primary); border-radius: 6px;
+                  color: var(--body-text-color-subdued); }
+.pg-code.pg-snippet { max-height: none; margin-top: 8px; }
+.pg-diff .gi { color: #3fb950; } .pg-diff .gd { color: #f85149; } .pg-diff .gu { color: #79c0ff; }
+.pg-legend { font-size: 0.82rem; color: var(--body-text-color-subdued); }
+.pg-legend .sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin: 0 4px 0 10px;
+                 vertical-align: middle; }
+
+/* resources */
+.pg-resources { display: grid; grid-template-columns: repeat(auto-fit, minmax(130px, 1fr)); gap: 8px; }
+.pg-stat { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 6px 10px;
+           background: var(--block-background-fill); }
+.pg-stat .k { display: block; font-size: 0.75rem; color: var(--body-text-color-subdued); }
+.pg-stat .v { display: block; font-size: 1.05rem; font-weight: 650; font-variant-numeric: tabular-nums; }
+.pg-stat small { display: block; font-weight: 400; font-size: 0.72rem; color: var(--body-text-color-subdued); }
+.pg-stat.bad { border-color: #dc2626; } .pg-stat.bad .v { color: #dc2626; }
+.pg-stat.warn { border-color: #d97706; }
+.pg-stat.good .v { color: #16a34a; }
+.pg-meta { margin-top: 6px; font-size: 0.8rem; color: var(--body-text-color-subdued); }
+
+/* errors */
+.pg-error-box { border: 1px solid #dc2626; border-left-width: 5px; border-radius: 6px; padding: 10px 12px;
+                background: rgba(220,38,38,0.07); }
+.pg-error-head { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
+.pg-badge { background: #dc2626; color: white; font-weight: 700; font-size: 0.78rem; padding: 2px 8px;
+            border-radius: 999px; text-transform: uppercase; letter-spacing: 0.04em; }
+.pg-stage-help { color: var(--body-text-color-subdued); font-size: 0.88rem; }
+.pg-error-line { margin-left: auto; font-weight: 700; color: #dc2626; }
+.pg-error-msg { margin-top: 6px; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.9rem;
+                white-space: pre-wrap; word-break: break-word; }
+.pg-error-where { margin-top: 8px; font-size: 0.9rem; }
+.pg-error-where code { background: rgba(220,38,38,0.12); padding: 1px 5px; border-radius: 4px; }
+
+/* tables and cards */
+.pg-table { width: 100%; border-collapse: collapse; font-size: 0.88rem; font-variant-numeric: tabular-nums; }
+.pg-table th { text-align: left; font-weight: 600; color: var(--body-text-color-subdued);
+               border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; }
+.pg-table td { border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; vertical-align: top; }
+.pg-table small { color: var(--body-text-color-subdued); }
+.pg-pill { display: inline-block; padding: 1px 8px; border-radius: 999px; font-weight: 650; font-size: 0.8rem; }
+.pg-pill.good { background: rgba(22,163,74,0.15); color: #16a34a; }
+.pg-pill.bad { background: rgba(220,38,38,0.15); color: #dc2626; }
+.pg-verdict { font-weight: 600; margin-bottom: 8px; }
+.pg-verdict.good { color: #16a34a; } .pg-verdict.bad { color: #dc2626; }
+.pg-cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(180px, 1fr)); gap: 10px;
+            margin-bottom: 10px; }
+.pg-card { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 10px 14px;
+           background: var(--block-background-fill); }
+.pg-card .k { font-size: 0.78rem; color: var(--body-text-color-subdued); }
+.pg-card .v { font-size: 1.4rem; font-weight: 700; color: #f97316; font-variant-numeric: tabular-nums; }
+.pg-card .sub { font-size: 0.82rem; color: var(--body-text-color-subdued); }
+.pg-share { font-size: 0.82rem; color: var(--body-text-color-subdued); word-break: break-all; }
+#pg-editor .cm-editor { font-size: 12.5px; }
+#pg-editor .pg-err-gutter { background: #dc2626; color: white !important; border-radius: 3px; }
+"""
+
+
+def css() -> str:
+    return CSS + "\n" + style_css(".pg-code")
+
+
+HEAD = """
+<script>
+(() => {
+  // Hovering a CUDA line lights up every CUDA line that came from the same line of the kernel's source.
+  const lit = [];
+  document.addEventListener("mouseover", (ev) => {
+    const line = ev.target.closest && ev.target.closest(".pg-line[data-src]");
+    while (lit.length) lit.pop().classList.remove("pg-hover");
+    if (!line) return;
+    const pane = line.closest(".pg-code");
+    if (!pane || pane.classList.contains("pg-snippet")) return;
+    pane.querySelectorAll(`.pg-line[data-src="${line.dataset.src}"]`).forEach((el) => {
+      el.classList.add("pg-hover"); lit.push(el);
+    });
+  });
+})();
+</script>
+"""
+
+# Scroll the editor to an error's line and flag its line number: gr.Code has no API for it, CodeMirror's DOM does.
+SCROLL_TO_ERROR_JS = """
+(line) => {
+  if (!line) return [];
+  const root = document.querySelector("#pg-editor");
+  if (!root) return [];
+  const scroller = root.querySelector(".cm-scroller");
+  const anyLine = root.querySelector(".cm-line");
+  if (scroller && anyLine) {
+    const h = anyLine.getBoundingClientRect().height || 18;
+    scroller.scrollTop = Math.max(0, (line - 6) * h);
+  }
+  setTimeout(() => {
+    root.querySelectorAll(".pg-err-gutter").forEach((el) => el.classList.remove("pg-err-gutter"));
+    root.querySelectorAll(".cm-lineNumbers .cm-gutterElement").forEach((el) => {
+      if (el.textContent.trim() === String(line)) el.classList.add("pg-err-gutter");
+    });
+  }, 120);
+  return [];
+}
+"""

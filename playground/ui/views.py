@@ -1,0 +1,339 @@
+"""Engine JSON → HTML and tables for the page. Pure functions: no Gradio, no engine calls."""
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+
+from .highlight import snippet_html
+
+STAGE_HELP = {
+    "python": "the file does not import",
+    "definition": "the file lacks something the playground needs",
+    "parameters": "a parameter value is not accepted",
+    "tilelang": "TileLang could not build or lower the kernel",
+    "nvcc": "the generated CUDA did not compile",
+    "timeout": "a step ran past its time limit",
+    "device": "the GPU",
+    "verify": "the kernel ran but its output is wrong",
+    "busy": "the server is full right now",
+    "internal": "a bug in the playground itself",
+}
+
+
+def esc(value) -> str:
+    return html.escape(str(value))
+
+
+def fmt_bytes(n) -> str:
+    if n is None:
+        return "–"
+    n = int(n)
+    if n >= 1024:
+        return f"{n / 1024:.1f} KiB".replace(".0 KiB", " KiB")
+    return f"{n} B"
+
+
+def fmt_num(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    if isinstance(x, int):
+        return str(x)
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000 or abs(x) < 1e-3:
+        return f"{x:.{digits - 1}e}" if abs(x) < 1e-3 else f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def fmt_ms(x) -> str:
+    if x is None:
+        return "–"
+    return f"{x * 1000:.1f} µs" if x < 0.1 else f"{x:.3f} ms"
+
+
+def dims(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return " × ".join(str(x) for x in v)
+    return "–" if v is None else str(v)
+
+
+def table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
+    """An HTML table; cells are trusted HTML (escape before)."""
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="pg-table {cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def placeholder(text: str) -> str:
+    return f'<div class="pg-placeholder">{esc(text)}</div>'
+
+
+# -- compile ----------------------------------------------------------------------------------------------------
+def resources_html(result: dict | None) -> str:
+    """Registers, shared memory, spills, threads, grid and block of a compiled kernel, with warnings."""
+    r = (result or {}).get("resources")
+    if not r:
+        return placeholder("Compile to see registers, shared memory and spills.")
+    spills = r.get("spill_bytes") or 0
+    regs = r.get("registers")
+    cells = [
+        ("Registers / thread", esc(regs if regs is not None else "–"),
+         "warn" if isinstance(regs, int) and regs >= 255 else ""),
+        ("Shared memory / block", esc(fmt_bytes(r.get("shared_bytes"))) + (
+            f'<small>static {esc(fmt_bytes(r.get("static_shared_bytes")))} + dynamic '
+            f'{esc(fmt_bytes(r.get("dynamic_shared_bytes")))}</small>' if r.get("dynamic_shared_bytes") else ""), ""),
+        ("Spills", esc(fmt_bytes(spills)) + (
+            f'<small>{esc(r.get("spill_stores", 0))} B stores, {esc(r.get("spill_loads", 0))} B loads</small>'
+            if spills else ""), "bad" if spills else "good"),
+        ("Threads / block", esc(r.get("threads", "–")), ""),
+        ("Grid", esc(dims(r.get("grid"))), ""),
+        ("Block", esc(dims(r.get("block"))), ""),
+    ]
+    if r.get("stack_bytes"):
+        cells.append(("Stack frame", esc(fmt_bytes(r["stack_bytes"])), "warn"))
+    items = "".join(f'<div class="pg-stat {c}"><span class="k">{k}</span><span class="v">{v}</span></div>'
+                    for k, v, c in cells)
+    meta = []
+    if result.get("arch"):
+        meta.append(f"target {esc(result['arch'])}")
+    if result.get("compile_seconds") is not None:
+        meta.append(f"compiled in {result['compile_seconds']:.2f} s" + (" (cached)" if result.get("cached") else ""))
+    if result.get("tilelang_version"):
+        meta.append(f"TileLang {esc(result['tilelang_version'])}")
+    return f'<div class="pg-resources">{items}</div><div class="pg-meta">{" · ".join(meta)}</div>'
+
+
+# -- errors -----------------------------------------------------------------------------------------------------
+def error_html(error: dict | None, source: str | None = None) -> str:
+    """The stage, the short message and, where known, the user's line quoted from the source with its neighbours."""
+    if not error:
+        return ""
+    stage = error.get("stage") or "internal"
+    line = error.get("line")
+    parts = [f'<div class="pg-error-box stage-{esc(stage)}">',
+             f'<div class="pg-error-head"><span class="pg-badge">{esc(stage)}</span>'
+             f'<span class="pg-stage-help">{esc(STAGE_HELP.get(stage, ""))}</span>']
+    if line:
+        parts.append(f'<span class="pg-error-line">line {esc(line)}</span>')
+    parts.append("</div>")
+    parts.append(f'<div class="pg-error-msg">{esc(error.get("message") or "")}</div>')
+    if line and source:
+        lines = source.splitlines()
+        if 0 < line <= len(lines):
+            parts.append(f'<div class="pg-error-where">Line {esc(line)} of your kernel: '
+                         f'<code>{esc(lines[line - 1].strip())}</code></div>')
+            parts.append(snippet_html(source, line))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def status_html(action: str, result: dict | None) -> str:
+    """A one-line summary of the last action, above the panes."""
+    if not result:
+        return '<div class="pg-status idle">Ready. Edit the kernel or its parameters, then Compile or Run.</div>'
+    kernel = esc(result.get("kernel", ""))
+    if not result.get("ok"):
+        err = result.get("error") or {}
+        where = f" at line {err['line']}" if err.get("line") else ""
+        return (f'<div class="pg-status fail">✗ {esc(action)} of {kernel} failed{esc(where)}: '
+                f'<b>{esc(err.get("stage", "?"))}</b> — {esc(first_sentence(err.get("message", "")))}</div>')
+    if action == "compile":
+        t = result.get("compile_seconds")
+        text = f"✓ compiled {kernel} for {esc(result.get('arch', ''))}" + (f" in {t:.2f} s" if t is not None else "")
+        if result.get("cached"):
+            text += " (from the cache)"
+    elif action == "run":
+        t = result.get("timing") or {}
+        text = f"✓ {kernel} verified and timed: {esc(fmt_ms(t.get('median_ms')))}"
+        if result.get("tflops") is not None:
+            text += f", {result['tflops']:.1f} TFLOP/s, {result.get('gbps', 0):.0f} GB/s"
+    elif action == "tune":
+        best = result.get("best") or {}
+        text = f"✓ tuned {kernel}: best {esc(tile_label(best.get('tile') or {}))} at {esc(fmt_ms(best.get('median_ms')))}"
+    else:
+        text = f"✓ {esc(action)} of {kernel} done"
+    return f'<div class="pg-status ok">{text}</div>'
+
+
+def first_sentence(text: str, limit: int = 240) -> str:
+    text = (text or "").strip().splitlines()[0] if text else ""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def banner_html(health: dict | None) -> str:
+    """One notice for the whole page: no GPU (compile still works), sandbox off, or nothing."""
+    if not health:
+        return ""
+    notes = []
+    if not health.get("gpu"):
+        notes.append("<b>No CUDA GPU on this server.</b> Compile works fully (CUDA, PTX, registers and shared "
+                     "memory for the chosen arch); Run, Autotune and Sweep need a GPU and will say so.")
+    sandbox = health.get("sandbox")
+    if sandbox in ("none", False) or (isinstance(sandbox, dict) and sandbox.get("enabled") is False):
+        why = health.get("sandbox_why") or (sandbox.get("warning") if isinstance(sandbox, dict) else "")
+        notes.append("<b>Jobs are not sandboxed on this server</b>" + (f": {esc(why)}" if why else "."))
+    if not notes:
+        gpu = health.get("gpu")
+        return f'<div class="pg-banner good">GPU: {esc(gpu)}</div>' if gpu else ""
+    return '<div class="pg-banner">' + "<br>".join(notes) + "</div>"
+
+
+# -- run: correctness and speed ----------------------------------------------------------------------------------
+def verification_frame(result: dict | None) -> pd.DataFrame:
+    rows = []
+    for v in (result or {}).get("verification") or []:
+        first = v.get("first_mismatches") or []
+        rows.append({
+            "shape": v.get("label") or str(v.get("shape")),
+            "result": "pass" if v.get("passed") else "FAIL",
+            "rel error": v.get("rel_error"),
+            "limit": v.get("limit"),
+            "max abs error": v.get("max_abs_error"),
+            "mismatches": v.get("mismatches"),
+            "first mismatching indices": ", ".join(str(tuple(i)) for i in first[:4]),
+            "message": v.get("message", ""),
+        })
+    return pd.DataFrame(rows, columns=["shape", "result", "rel error", "limit", "max abs error", "mismatches",
+                                       "first mismatching indices", "message"])
+
+
+def verification_html(result: dict | None) -> str:
+    """Per shape: pass/fail, relative and max abs error, mismatches and the first mismatching indices."""
+    frame = verification_frame(result)
+    if frame.empty:
+        err = (result or {}).get("error") or {}
+        if err:
+            return placeholder(f"No verification: {err.get('stage')}: {first_sentence(err.get('message', ''))}")
+        return placeholder("Run the kernel to check it against the PyTorch reference on several shapes "
+                           "(ragged ones included).")
+    rows = []
+    for _, r in frame.iterrows():
+        ok = r["result"] == "pass"
+        rows.append([
+            esc(r["shape"]),
+            f'<span class="pg-pill {"good" if ok else "bad"}">{"✓ pass" if ok else "✗ FAIL"}</span>',
+            esc(fmt_num(r["rel error"])) + (f' <small>/ {esc(fmt_num(r["limit"]))}</small>'
+                                             if r["limit"] is not None and not pd.isna(r["limit"]) else ""),
+            esc(fmt_num(r["max abs error"])),
+            esc("" if r["mismatches"] is None or pd.isna(r["mismatches"]) else int(r["mismatches"])),
+            f'<code>{esc(r["first mismatching indices"])}</code>' if r["first mismatching indices"] else "",
+            "" if ok else esc(r["message"]),
+        ])
+    passed = (frame["result"] == "pass").sum()
+    head = (f'<div class="pg-verdict {"good" if passed == len(frame) else "bad"}">{passed} of {len(frame)} shapes '
+            f'pass against the PyTorch reference</div>')
+    return head + table(["shape", "result", "rel error / limit", "max abs error", "mismatches",
+                         "first mismatching indices", "why"], rows, "pg-verify")
+
+
+def speed_html(result: dict | None) -> str:
+    """The kernel's median time with p20–p80, TFLOP/s, GB/s, % of the measured ceilings, speedup per baseline."""
+    t = (result or {}).get("timing")
+    if not t:
+        err = (result or {}).get("error") or {}
+        if err:
+            return placeholder(f"Not timed: {err.get('stage')}: {first_sentence(err.get('message', ''))}")
+        return placeholder("Run the kernel to time it against its baselines.")
+    cards = [
+        ("Kernel time", fmt_ms(t.get("median_ms")), f"p20–p80 {fmt_ms(t.get('p20_ms'))} – {fmt_ms(t.get('p80_ms'))}"),
+        ("Throughput", f"{result.get('tflops', 0):.1f} TFLOP/s", f"{result.get('gbps', 0):,.0f} GB/s"),
+    ]
+    mm, bw = result.get("percent_of_matmul_peak"), result.get("percent_of_copy_bandwidth")
+    if mm is not None or bw is not None:
+        cards.append(("Of this GPU's measured ceilings",
+                      f"{mm:.0f}% matmul" if mm is not None else "–",
+                      f"{bw:.0f}% copy bandwidth" if bw is not None else ""))
+    out = ['<div class="pg-cards">']
+    for k, v, sub in cards:
+        out.append(f'<div class="pg-card"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div>'
+                   f'<div class="sub">{esc(sub)}</div></div>')
+    out.append("</div>")
+    rows = [["<b>this kernel</b>", esc(fmt_ms(t.get("median_ms"))),
+             esc(f"{fmt_ms(t.get('p20_ms'))} – {fmt_ms(t.get('p80_ms'))}"),
+             esc(f"{result.get('tflops', 0):.1f}"), esc(f"{result.get('gbps', 0):,.0f}"), "1.00×"]]
+    for name, b in (result.get("baselines") or {}).items():
+        speedup = b.get("speedup")
+        cls = "good" if speedup and speedup >= 1 else "bad"
+        rows.append([esc(name), esc(fmt_ms(b.get("median_ms"))),
+                     esc(f"{fmt_ms(b.get('p20_ms'))} – {fmt_ms(b.get('p80_ms'))}"),
+                     esc(f"{b.get('tflops', 0):.1f}"), esc(f"{b.get('gbps', 0):,.0f}"),
+                     f'<span class="pg-pill {cls}">{esc(f"{speedup:.2f}×") if speedup else "–"}</span>'])
+    out.append(table(["", "median", "p20 – p80", "TFLOP/s", "GB/s", "kernel speed vs this"], rows, "pg-speed"))
+    notes = []
+    if t.get("mode"):
+        notes.append(f"timing: {esc(t['mode'])}, {esc(t.get('samples', '?'))} samples")
+    dev = result.get("device") or {}
+    if dev.get("name"):
+        clocks = (dev.get("clocks_mhz") or {}).get("sm")
+        notes.append(esc(dev["name"]) + (f" at {clocks:.0f} MHz" if clocks else ""))
+    ceil = result.get("ceilings") or {}
+    if ceil.get("copy_gbps"):
+        mm_ceil = ceil.get("matmul_tflops") or {}
+        notes.append("ceilings: copy " + esc(f"{ceil['copy_gbps']:,.0f} GB/s") + ", matmul " +
+                     esc(", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in mm_ceil.items())))
+    if notes:
+        out.append(f'<div class="pg-meta">{" · ".join(notes)}</div>')
+    return "".join(out)
+
+
+# -- tune -------------------------------------------------------------------------------------------------------
+def tile_label(tile: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in tile.items())
+
+
+def tune_frame(result: dict | None) -> pd.DataFrame:
+    """The configurations tried, fastest verified first, then those that lost and why."""
+    rows = (result or {}).get("table") or []
+    if not rows:
+        return pd.DataFrame()
+    frame = pd.DataFrame(rows)
+    frame["_order"] = frame["median_ms"].isna() if "median_ms" in frame else True
+    sort = ["_order", "median_ms"] if "median_ms" in frame else ["_order"]
+    frame = frame.sort_values(sort).drop(columns="_order").reset_index(drop=True)
+    for col in ("median_ms", "tflops", "gbps", "rel_error"):
+        if col in frame:
+            frame[col] = frame[col].astype(float).round(4 if col != "rel_error" else 8)
+    return frame
+
+
+def tune_summary_html(result: dict | None) -> str:
+    if not result:
+        return placeholder("Autotune compiles every configuration of the kernel's space (in parallel on the CPU), "
+                           "verifies each on the GPU and times those that pass.")
+    if not result.get("ok"):
+        err = result.get("error") or {}
+        return placeholder(f"Autotune failed: {err.get('stage')}: {first_sentence(err.get('message', ''))}")
+    best = result.get("best") or {}
+    rows = result.get("table") or []
+    verified = sum(1 for r in rows if r.get("verified"))
+    return (f'<div class="pg-verdict good">Best of {len(rows)} tried ({verified} verified): '
+            f'<code>{esc(tile_label(best.get("tile") or {}))}</code> — {esc(fmt_ms(best.get("median_ms")))}'
+            + (f', {best["tflops"]:.1f} TFLOP/s' if best.get("tflops") else "") + "</div>")
+
+
+# -- sweep ------------------------------------------------------------------------------------------------------
+def sweep_frame(result: dict | None) -> pd.DataFrame:
+    out = []
+    for row in (result or {}).get("rows") or []:
+        base = {"size": row.get("label"), "passed": row.get("passed"), "error": row.get("error")}
+        for name, s in (row.get("series") or {}).items():
+            out.append({**base, "series": name, "median_ms": s.get("median_ms"), "p20_ms": s.get("p20_ms"),
+                        "p80_ms": s.get("p80_ms"), "tflops": s.get("tflops"), "gbps": s.get("gbps")})
+        if not row.get("series"):
+            out.append({**base, "series": None})
+    return pd.DataFrame(out)
+
+
+def share_query(kernel: str, values: dict, defaults: dict) -> str:
+    """`kernel=gemm&block_M=64`: the kernel and the parameters that differ from its defaults, for a link."""
+    from urllib.parse import urlencode
+    q = {"kernel": kernel}
+    for k, v in values.items():
+        if v is None or v == "":
+            continue
+        if k in defaults and str(defaults[k]) == str(v):
+            continue
+        q[k] = v
+    return urlencode(q)
