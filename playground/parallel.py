@@ -21,9 +21,10 @@ from .errors import StageError
 CACHED_PASS_CONFIGS = {"tl.emit_line_directives": True}
 
 
-def build_jit(kernel: Kernel, config: Config, arch: str):
+def build_jit(kernel: Kernel, config: Config, arch: str | None):
     """A runnable kernel through TileLang's cache: the fast path once a worker (or an earlier job) compiled it."""
     import tilelang
+    arch = resolve_arch(arch)
     prim_func = make_prim_func(kernel, config)
     try:
         with contextlib.redirect_stdout(sys.stderr):
