@@ -2,9 +2,9 @@
 
 Each element is read twice and written once and costs one addition, so the kernel does nothing but move bytes: its
 speed is the speed of device memory (about 4.2 TB/s read + written on an H200). What gets it there:
-- 16-byte accesses. `T.Parallel` hands each thread runs of consecutive elements and TileLang vectorizes them into
-  128-bit loads and stores (8 fp16 or bf16, 4 fp32: `uint4` in the CUDA, `ld.global.nc.v4` in the PTX), while
-  neighbouring threads take neighbouring runs, so a warp reads 512 contiguous bytes per instruction.
+- 16-byte accesses. The tile is spread over the threads in runs of 16 bytes (8 fp16 or bf16, 4 fp32), and TileLang
+  turns each run into one 128-bit load or store (`uint4` in the CUDA, `ld.global.nc.v4` in the PTX); neighbouring
+  threads take neighbouring runs, so a warp reads 512 contiguous bytes per instruction.
 - Enough bytes in flight. A thread copies its block_N / threads elements of A and of B (32 by default: eight
   16-byte loads) into registers before the first add, and several blocks share each SM, to cover the ~µs latency
   of HBM.
