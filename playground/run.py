@@ -48,8 +48,12 @@ class Runner:
     def __init__(self, kernel: Kernel, config: Config, jit, seed: int):
         import torch
         self.kernel, self.config, self.jit = kernel, config, jit
+        # What the reference and the baselines may depend on: the problem, the dtype and the kernel's OPTIONS
+        # (an epilogue's activation, say), never its tile sizes.
+        self.params = {**config.problem, **{k: v for k, v in config.tile.items() if k in kernel.options},
+                       "dtype": config.dtype}
         gen = torch.Generator(device="cuda").manual_seed(seed)
-        made = call_with(kernel.module.make_inputs, **config.problem, dtype=torch_dtype(config.dtype),
+        made = call_with(kernel.module.make_inputs, **{**self.params, "dtype": torch_dtype(config.dtype)},
                          device="cuda", generator=gen)
         self.inputs = tuple(made) if isinstance(made, (tuple, list)) else (made,)
         func = jit.prim_func
@@ -70,7 +74,7 @@ class Runner:
             torch.cuda.synchronize()
         except Exception as exc:
             raise device_error(exc) from None
-        ref = call_with(self.kernel.module.reference, *self.inputs, **self.config.problem, dtype=self.config.dtype)
+        ref = call_with(self.kernel.module.reference, *self.inputs, **self.params)
         refs = tuple(ref) if isinstance(ref, (tuple, list)) else (ref,)
         if len(refs) != len(self.outputs):
             raise StageError("definition", f"reference returned {len(refs)} tensors for {len(self.outputs)} outputs")
@@ -80,7 +84,7 @@ class Runner:
                 "outputs": verdicts if len(verdicts) > 1 else None}
 
     def baselines(self) -> dict[str, Callable[[], object]]:
-        return {name: (lambda fn=fn: call_with(fn, *self.inputs, **self.config.problem, dtype=self.config.dtype))
+        return {name: (lambda fn=fn: call_with(fn, *self.inputs, **self.params))
                 for name, fn in self.kernel.baselines.items()}
 
 

@@ -49,6 +49,11 @@ def test_gemm_bf16_verifies(dtype):
     assert r["ok"], r.get("error")
 
 
+def test_gelu_epilogue_verifies_against_a_gelu_reference():
+    r = run("gemm_epilogue", activation="gelu", M=2048, N=2048, K=2048)
+    assert r["ok"], r.get("error")
+
+
 def test_causal_flash_attention_verifies():
     k = catalogue.load("flash_attention")
     causal = next(label for label, p in k.presets.items() if p.get("causal") and p.get("seq_len", 0) <= 4096)
