@@ -43,7 +43,8 @@ def speed_figure(result: dict | None) -> go.Figure | None:
         rate = s.get("tflops")
         text.append(f"{rate:.1f} TFLOP/s" if rate and rate >= 1 else f"{s.get('gbps') or 0:,.0f} GB/s")
     fig = go.Figure(go.Bar(
-        x=names, y=med, marker_color=colors, text=text, textposition="outside", cliponaxis=False,
+        x=names, y=med, marker_color=colors, text=text, textposition="inside", insidetextanchor="middle",
+        textfont=dict(color="white", size=13),
         error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo, color="#8b949e", thickness=1.5,
                      width=8),
         hovertemplate="%{x}<br>median %{y:.4f} ms<br>%{text}<extra></extra>"))

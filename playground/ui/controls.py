@@ -143,3 +143,9 @@ def apply_tile(controls: Controls, values: dict, tile: dict) -> dict:
         if k in controls.names:
             out[k] = text(v)
     return out
+
+
+def config_of(controls: Controls, values: dict, dtype: str) -> dict:
+    """The values in the engine's config shape ({"problem", "dtype", "tile"}), for labels."""
+    return {"problem": {c.name: values.get(c.name) for c in controls.problem}, "dtype": dtype,
+            "tile": {c.name: values.get(c.name) for c in controls.tile}}

@@ -56,14 +56,19 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, *, s
 
 def normalize_source(kernel: str, source: str | None) -> str | None:
     """None when the text is empty or the catalogue's own file (so the engine and its cache use the original)."""
-    if source is None or not source.strip():
+    if source is None or not source.strip() or is_original(kernel, source):
         return None
-    try:
-        if source == original_source(kernel):
-            return None
-    except Exception:
-        pass
     return source
+
+
+def is_original(kernel: str, source: str | None) -> bool:
+    """Is this the catalogue's file, give or take the trailing newlines and line endings an editor changes?"""
+    def canon(text: str) -> str:
+        return text.replace("\r\n", "\n").rstrip()
+    try:
+        return source is not None and canon(source) == canon(original_source(kernel))
+    except Exception:
+        return False
 
 
 # -- the catalogue (our own kernel files only) --------------------------------------------------------------------

@@ -115,13 +115,25 @@ def cuda_lines_for(line_map: list | None, source_line: int | None) -> list[int]:
     return [i + 1 for i, m in enumerate(line_map) if m == source_line]
 
 
-def diff_html(a: str, b: str, name_a: str, name_b: str, context: int = 3) -> str:
-    """A unified diff of two texts, highlighted (additions green, deletions red, hunks blue)."""
+def diff_html(a: str, b: str, name_a: str, name_b: str, context: int = 3, language: str = "cuda") -> str:
+    """A unified diff of two texts: the code highlighted as `language`, added lines on green, removed on red."""
     if a == b:
-        return f'<div class="pg-code pg-empty">{html.escape(name_a)} and {html.escape(name_b)} generated the same ' \
-               f'CUDA</div>'
-    text = "".join(difflib.unified_diff(a.splitlines(True), b.splitlines(True), name_a, name_b, n=context))
-    return code_html(text, "diff", elem_class="pg-diff")
+        return (f'<div class="pg-code pg-empty">{html.escape(name_a)} and {html.escape(name_b)} generated the same '
+                f'CUDA</div>')
+    diff = list(difflib.unified_diff(a.splitlines(), b.splitlines(), name_a, name_b, n=context, lineterm=""))
+    out = ['<div class="pg-code pg-diff"><pre>']
+    for i, line in enumerate(diff[:MAX_LINES]):
+        if line.startswith(("---", "+++")) and i < 2:
+            cls, body = "pg-dhdr", html.escape(line, quote=False)
+        elif line.startswith("@@"):
+            cls, body = "pg-dhunk", html.escape(line, quote=False)
+        else:
+            sign, rest = line[:1], line[1:]
+            cls = {"+": "pg-dadd", "-": "pg-ddel"}.get(sign, "pg-dctx")
+            body = html.escape(sign or " ", quote=False) + "".join(token_lines(rest, language)[:1])
+        out.append(f'<div class="pg-line {cls}"><span class="pg-tx">{body or " "}</span></div>')
+    out.append("</pre></div>")
+    return "".join(out)
 
 
 def style_css(scope: str = ".pg-code") -> str:

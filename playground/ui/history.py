@@ -23,8 +23,10 @@ def short_config(config: dict | None) -> str:
     return " ".join(p for p in (problem, flags, dtype) if p) + (f" · {tile}" if tile else "")
 
 
-def add(history: list[dict] | None, action: str, kernel: str, result: dict, source_edited: bool) -> list[dict]:
-    """The history with `result` appended (kept only if it has something to show: CUDA or an error)."""
+def add(history: list[dict] | None, action: str, kernel: str, result: dict, source_edited: bool,
+        config: dict | None = None) -> list[dict]:
+    """The history with `result` appended. `config` ({"problem", "dtype", "tile"}) stands in for the result's own
+    where the job failed before it resolved one (a source that does not import)."""
     history = list(history or [])
     n = (history[-1]["n"] + 1) if history else 1
     timing = result.get("timing") or {}
@@ -36,8 +38,8 @@ def add(history: list[dict] | None, action: str, kernel: str, result: dict, sour
         "time": time.strftime("%H:%M:%S"),
         "action": action,
         "kernel": kernel,
-        "config": result.get("config"),
-        "label": short_config(result.get("config")),
+        "config": result.get("config") or config,
+        "label": short_config(result.get("config") or config),
         "edited": source_edited,
         "ok": bool(result.get("ok")),
         "error": f"{err.get('stage')}: {err.get('message', '')[:120]}" if err else "",
@@ -56,14 +58,15 @@ def add(history: list[dict] | None, action: str, kernel: str, result: dict, sour
 
 def frame(history: list[dict] | None) -> pd.DataFrame:
     """The history as the page's table, newest first."""
-    cols = ["#", "time", "action", "kernel", "config", "source", "result", "registers", "smem KiB", "spills B",
+    cols = ["#", "time", "action", "kernel · config", "source", "result", "regs", "smem KiB", "spills B",
             "median ms", "TFLOP/s", "GB/s"]
     rows = []
     for h in reversed(history or []):
         result = ("ok" if h["ok"] else h["error"] or "failed")
         if h.get("passed") is False:
             result = "wrong result"
-        rows.append([h["n"], h["time"], h["action"], h["kernel"], h["label"], "edited" if h["edited"] else "original",
+        rows.append([h["n"], h["time"], h["action"], f'{h["kernel"]} {h["label"]}'.strip(),
+                     "edited" if h["edited"] else "original",
                      result, h.get("registers"),
                      round(h["shared_bytes"] / 1024, 1) if h.get("shared_bytes") is not None else None,
                      h.get("spill_bytes"),

@@ -34,6 +34,11 @@ def download_path(session: str | None, filename: str, text: str) -> str:
     return str(path)
 
 
+def plot(figure):
+    """A gr.Plot update: the figure, or hidden when there is nothing to draw (an empty plot is a grey box)."""
+    return gr.update(value=figure, visible=figure is not None)
+
+
 def _session(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "anon"
 
@@ -56,6 +61,7 @@ class Page:
             raise RuntimeError("no kernel of the catalogue loads; check kernels/")
         self.default_kernel = "gemm" if "gemm" in self.names else self.names[0]
         self.arch_choices = [AUTO] + engine.arches()
+        self.arch_options = [("auto", AUTO)] + [(a, a) for a in engine.arches()]
 
     # -- building ---------------------------------------------------------------------------------------------
     def build(self) -> gr.Blocks:
@@ -81,8 +87,8 @@ class Page:
                     first, first.defaults()), label="Problem size", scale=3, elem_id="pg-preset")
                 self.dtype = gr.Dropdown(first.dtypes, value=first.dtype, label="dtype", scale=1,
                                          elem_id="pg-dtype")
-                self.arch = gr.Dropdown(self.arch_choices, value=AUTO, label="Target arch", scale=1,
-                                        elem_id="pg-arch", info="auto: this GPU, else sm_90a")
+                self.arch = gr.Dropdown(self.arch_options, value=AUTO, label="Target arch", scale=1,
+                                        elem_id="pg-arch")
                 self.compile_btn = gr.Button("Compile", variant="primary", scale=1, elem_id="pg-compile")
                 self.run_btn = gr.Button("Run ▶", variant="primary", scale=1, elem_id="pg-run")
                 self.tune_btn = gr.Button("Autotune", scale=1, elem_id="pg-tune")
@@ -91,7 +97,7 @@ class Page:
 
             with gr.Row(equal_height=False, elem_id="pg-panes"):
                 with gr.Column(scale=1, min_width=480, elem_id="pg-left"):
-                    self.error_box = gr.HTML("", elem_id="pg-error")
+                    self.error_box = gr.HTML("", elem_id="pg-error", visible=False)
                     with gr.Accordion("Full log", open=False, visible=False, elem_id="pg-log") as self.log_acc:
                         self.log = gr.Code("", language=None, lines=12, max_lines=30, show_label=False,
                                            interactive=False)
@@ -136,27 +142,30 @@ class Page:
                 with gr.Tab("Speed", id="speed"):
                     with gr.Row(equal_height=False):
                         with gr.Column(scale=3):
-                            self.speed_plot = gr.Plot(label="Kernel vs baselines", elem_id="pg-speed-plot")
+                            self.speed_plot = gr.Plot(label="Kernel vs baselines", visible=False,
+                                                      elem_id="pg-speed-plot")
                         with gr.Column(scale=4):
                             self.speed = gr.HTML(views.speed_html(None), elem_id="pg-speed")
                 with gr.Tab("Size sweep", id="sweep"):
                     with gr.Row():
-                        self.sweep_btn = gr.Button("Sweep problem sizes", scale=0, elem_id="pg-sweep")
+                        self.sweep_btn = gr.Button("Sweep problem sizes", scale=0, min_width=220,
+                                                   elem_id="pg-sweep")
                         self.sweep_metric = gr.Radio([("TFLOP/s", "tflops"), ("GB/s", "gbps"),
                                                       ("time", "median_ms")], value="tflops", show_label=False,
                                                      scale=2)
-                    self.sweep_plot = gr.Plot(label="Sweep", elem_id="pg-sweep-plot")
-                    self.sweep_table = gr.Dataframe(interactive=False, wrap=True, max_height=300)
+                    self.sweep_plot = gr.Plot(label="Sweep", visible=False, elem_id="pg-sweep-plot")
+                    self.sweep_table = gr.Dataframe(interactive=False, wrap=False, max_height=300,
+                                                    elem_id="pg-sweep-table")
                 with gr.Tab("Autotune", id="tune"):
                     self.tune_summary = gr.HTML(views.tune_summary_html(None), elem_id="pg-tune-summary")
                     with gr.Row():
                         self.apply_best = gr.Button("Apply best config to the controls", interactive=False,
-                                                    scale=0, elem_id="pg-apply-best")
-                    self.tune_plot = gr.Plot(label="Configurations", elem_id="pg-tune-plot")
-                    self.tune_table = gr.Dataframe(interactive=False, wrap=True, max_height=360,
+                                                    scale=0, min_width=300, elem_id="pg-apply-best")
+                    self.tune_plot = gr.Plot(label="Configurations", visible=False, elem_id="pg-tune-plot")
+                    self.tune_table = gr.Dataframe(interactive=False, wrap=False, max_height=360,
                                                    elem_id="pg-tune-table")
                 with gr.Tab("History", id="history"):
-                    self.hist_plot = gr.Plot(label="Runs of this session", elem_id="pg-hist-plot")
+                    self.hist_plot = gr.Plot(label="Runs of this session", visible=False, elem_id="pg-hist-plot")
                     self.hist_table = gr.Dataframe(hist.frame([]), interactive=False, wrap=True, max_height=360,
                                                    elem_id="pg-hist-table")
                 with gr.Tab("Compare", id="compare"):
@@ -234,9 +243,9 @@ class Page:
     def error_outputs(self, result: dict | None, source: str) -> dict:
         err = (result or {}).get("error")
         if not err:
-            return {self.error_box: "", self.log_acc: gr.update(visible=False), self.log: "",
-                    self.error_line: None}
-        return {self.error_box: views.error_html(err, source),
+            return {self.error_box: gr.update(value="", visible=False), self.log_acc: gr.update(visible=False),
+                    self.log: "", self.error_line: None}
+        return {self.error_box: gr.update(value=views.error_html(err, source), visible=True),
                 self.log_acc: gr.update(visible=bool(err.get("log")), open=False),
                 self.log: err.get("log") or "", self.error_line: err.get("line")}
 
@@ -245,7 +254,7 @@ class Page:
         a = choices[1][1] if len(choices) > 1 else None
         b = choices[0][1] if choices else None
         return {self.history: history, self.hist_table: hist.frame(history),
-                self.hist_plot: charts.history_figure(history),
+                self.hist_plot: plot(charts.history_figure(history)),
                 self.cmp_a: gr.update(choices=choices, value=a), self.cmp_b: gr.update(choices=choices, value=b)}
 
     def fresh_kernel_outputs(self, kernel: str, source: str, c: ctl.Controls, values: dict, dtype: str, arch,
@@ -288,7 +297,7 @@ class Page:
         if unknown:
             notes.append("ignored unknown parameters: " + ", ".join(unknown))
         dtype = values.pop("dtype", c.dtype)
-        edited = source != engine.original_source(kernel)
+        edited = not engine.is_original(kernel, source)
         text = (f"Loaded {kernel} from the link." if query.get("kernel") == kernel else
                 f"Restored your draft of {kernel}" + (" (edited)." if edited else ".") if restored else
                 "Ready. Edit the kernel or its parameters, then Compile or Run.")
@@ -344,7 +353,7 @@ class Page:
 
     def apply_compiled(self, action: str, data: dict, result: dict, request: gr.Request) -> dict:
         """Panes, resources, history and downloads after a compile or a run."""
-        kernel, source, *_ = self.read(data)
+        kernel, source, c, values, dtype, _ = self.read(data)
         out = {}
         err = result.get("error") or {}
         previous = data[self.last]
@@ -366,7 +375,7 @@ class Page:
         if result.get("cuda") or err.get("stage") in ("python", "definition", "tilelang", "nvcc", "timeout",
                                                       "verify"):
             history = hist.add(data[self.history], action, kernel, result,
-                               engine.normalize_source(kernel, source) is not None)
+                               engine.normalize_source(kernel, source) is not None, ctl.config_of(c, values, dtype))
             out.update(self.history_outputs(history))
         return out
 
@@ -380,7 +389,7 @@ class Page:
         out.update(self.apply_compiled("run", data, result, request))
         out[self.verify] = views.verification_html(result)
         out[self.speed] = views.speed_html(result)
-        out[self.speed_plot] = charts.speed_figure(result)
+        out[self.speed_plot] = plot(charts.speed_figure(result))
         failed = any(not v.get("passed") for v in result.get("verification") or [])
         if result.get("timing") or failed:
             out[self.results_tabs] = gr.Tabs(selected="correctness" if failed else "speed")
@@ -390,7 +399,7 @@ class Page:
         result, out = self.engine_action("tune", data, request, progress)
         out[self.tuned] = result
         out[self.tune_summary] = views.tune_summary_html(result)
-        out[self.tune_plot] = charts.tune_figure(result)
+        out[self.tune_plot] = plot(charts.tune_figure(result))
         out[self.tune_table] = views.tune_frame(result)
         out[self.apply_best] = gr.update(interactive=bool((result.get("best") or {}).get("tile")))
         out[self.results_tabs] = gr.Tabs(selected="tune")
@@ -414,12 +423,12 @@ class Page:
             metric = "gbps"  # memory-bound kernels: bandwidth is the figure that means something
         out[self.swept] = result
         out[self.sweep_metric] = metric
-        out[self.sweep_plot] = charts.sweep_figure(result, metric)
+        out[self.sweep_plot] = plot(charts.sweep_figure(result, metric))
         out[self.sweep_table] = views.sweep_frame(result)
         return out
 
     def on_sweep_metric(self, swept, metric):
-        return charts.sweep_figure(swept, metric)
+        return plot(charts.sweep_figure(swept, metric))
 
     def on_compare(self, history, a, b):
         ea, eb = hist.find(history, a), hist.find(history, b)

@@ -56,13 +56,17 @@ CSS = """
 .pg-placeholder { border: 1px dashed var(--border-color-primary); border-radius: 6px;
                   color: var(--body-text-color-subdued); }
 .pg-code.pg-snippet { max-height: none; margin-top: 8px; }
-.pg-diff .gi { color: #3fb950; } .pg-diff .gd { color: #f85149; } .pg-diff .gu { color: #79c0ff; }
+.pg-diff .pg-line { padding-left: 10px; }
+.pg-diff .pg-dadd { background: rgba(46,160,67,0.22); border-left-color: #3fb950; }
+.pg-diff .pg-ddel { background: rgba(248,81,73,0.20); border-left-color: #f85149; }
+.pg-diff .pg-dhunk { color: #79c0ff; background: rgba(56,139,253,0.10); margin-top: 4px; }
+.pg-diff .pg-dhdr { color: #8b949e; font-weight: 600; }
 .pg-legend { font-size: 0.82rem; color: var(--body-text-color-subdued); }
 .pg-legend .sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin: 0 4px 0 10px;
                  vertical-align: middle; }
 
 /* resources */
-.pg-resources { display: grid; grid-template-columns: repeat(auto-fit, minmax(130px, 1fr)); gap: 8px; }
+.pg-resources { display: grid; grid-template-columns: repeat(auto-fit, minmax(104px, 1fr)); gap: 8px; }
 .pg-stat { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 6px 10px;
            background: var(--block-background-fill); }
 .pg-stat .k { display: block; font-size: 0.75rem; color: var(--body-text-color-subdued); }
@@ -87,7 +91,9 @@ CSS = """
 .pg-error-where code { background: rgba(220,38,38,0.12); padding: 1px 5px; border-radius: 4px; }
 
 /* tables and cards */
-.pg-table { width: 100%; border-collapse: collapse; font-size: 0.88rem; font-variant-numeric: tabular-nums; }
+.pg-table { width: 100%; border-collapse: collapse; font-size: 0.88rem; font-variant-numeric: tabular-nums;
+            border: 0 !important; }
+.pg-table th, .pg-table td { border-top: 0 !important; border-left: 0 !important; border-right: 0 !important; }
 .pg-table th { text-align: left; font-weight: 600; color: var(--body-text-color-subdued);
                border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; }
 .pg-table td { border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; vertical-align: top; }

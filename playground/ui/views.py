@@ -260,7 +260,8 @@ def speed_html(result: dict | None) -> str:
                      esc(f"{fmt_ms(b.get('p20_ms'))} – {fmt_ms(b.get('p80_ms'))}"),
                      esc(f"{b.get('tflops', 0):.1f}"), esc(f"{b.get('gbps', 0):,.0f}"),
                      f'<span class="pg-pill {cls}">{esc(f"{speedup:.2f}×") if speedup else "–"}</span>'])
-    out.append(table(["", "median", "p20 – p80", "TFLOP/s", "GB/s", "kernel speed vs this"], rows, "pg-speed"))
+    out.append(table(["", "median", "p20 – p80", "TFLOP/s", "GB/s", "kernel's speed-up over it"], rows,
+                     "pg-speed"))
     notes = []
     if t.get("mode"):
         notes.append(f"timing: {esc(t['mode'])}, {esc(t.get('samples', '?'))} samples")
@@ -288,14 +289,23 @@ def tune_frame(result: dict | None) -> pd.DataFrame:
     rows = (result or {}).get("table") or []
     if not rows:
         return pd.DataFrame()
-    frame = pd.DataFrame(rows)
-    frame["_order"] = frame["median_ms"].isna() if "median_ms" in frame else True
-    sort = ["_order", "median_ms"] if "median_ms" in frame else ["_order"]
-    frame = frame.sort_values(sort).drop(columns="_order").reset_index(drop=True)
-    for col in ("median_ms", "tflops", "gbps", "rel_error"):
-        if col in frame:
-            frame[col] = frame[col].astype(float).round(4 if col != "rel_error" else 8)
-    return frame
+    skip = ("compiled", "verified", "median_ms", "tflops", "gbps", "rel_error", "error")
+    out = []
+    for r in rows:
+        row = {k: v for k, v in r.items() if k not in skip}
+        row["result"] = "✓ verified" if r.get("verified") else f"✗ {r.get('error') or 'failed'}"
+        row["median ms"] = _round(r.get("median_ms"), 4)
+        row["TFLOP/s"] = _round(r.get("tflops"), 1)
+        row["GB/s"] = _round(r.get("gbps"), 0)
+        row["rel error"] = float(f"{r['rel_error']:.3g}") if r.get("rel_error") is not None else None
+        out.append(row)
+    frame = pd.DataFrame(out)
+    order = frame["median ms"].isna()
+    return frame.assign(_o=order).sort_values(["_o", "median ms"]).drop(columns="_o").reset_index(drop=True)
+
+
+def _round(x, digits: int):
+    return None if x is None else round(float(x), digits)
 
 
 def tune_summary_html(result: dict | None) -> str:
@@ -315,14 +325,17 @@ def tune_summary_html(result: dict | None) -> str:
 
 # -- sweep ------------------------------------------------------------------------------------------------------
 def sweep_frame(result: dict | None) -> pd.DataFrame:
+    """One row per size and series (the kernel, each baseline): time with p20/p80, TFLOP/s, GB/s."""
     out = []
     for row in (result or {}).get("rows") or []:
-        base = {"size": row.get("label"), "passed": row.get("passed"), "error": row.get("error")}
         for name, s in (row.get("series") or {}).items():
-            out.append({**base, "series": name, "median_ms": s.get("median_ms"), "p20_ms": s.get("p20_ms"),
-                        "p80_ms": s.get("p80_ms"), "tflops": s.get("tflops"), "gbps": s.get("gbps")})
+            out.append({"size": row.get("label"), "series": "this kernel" if name == "kernel" else name,
+                        "median ms": _round(s.get("median_ms"), 4), "p20 ms": _round(s.get("p20_ms"), 4),
+                        "p80 ms": _round(s.get("p80_ms"), 4), "TFLOP/s": _round(s.get("tflops"), 1),
+                        "GB/s": _round(s.get("gbps"), 0),
+                        "verified": "" if name != "kernel" else ("✓" if row.get("passed") else "✗")})
         if not row.get("series"):
-            out.append({**base, "series": None})
+            out.append({"size": row.get("label"), "series": "—", "verified": f"✗ {row.get('error') or ''}"})
     return pd.DataFrame(out)
 
 
