@@ -8,6 +8,7 @@ the folder is removed.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import queue
@@ -23,6 +24,34 @@ import psutil
 
 from ..errors import StageError, clip
 from . import limits, sandbox
+
+
+# bwrap --die-with-parent (and PR_SET_PDEATHSIG in general) fires when the *thread* that started the process ends,
+# not the process. Request threads and the pool's fill threads come and go, so every job is started from one thread
+# that lives as long as the server.
+_spawn_queue: queue.Queue = queue.Queue()
+_spawn_lock = threading.Lock()
+_spawner: threading.Thread | None = None
+
+
+def _spawner_loop() -> None:
+    while True:
+        future, argv, kwargs = _spawn_queue.get()
+        try:
+            future.set_result(subprocess.Popen(argv, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+
+def _spawn(argv: list[str], **kwargs) -> subprocess.Popen:
+    global _spawner
+    with _spawn_lock:
+        if _spawner is None:
+            _spawner = threading.Thread(target=_spawner_loop, daemon=True, name="job-spawner")
+            _spawner.start()
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    _spawn_queue.put((future, argv, kwargs))
+    return future.result()
 
 
 def error(action: str, kernel: str, stage: str, message: str, log: str = "", line: int | None = None) -> dict:
@@ -48,7 +77,7 @@ class Job:
         self.overflow: str | None = None  # why the job was stopped by a reader thread
         self.closed = False
         argv, inside = sandbox.command(self.dir, [sys.executable, "-m", "playground.jobs.worker"], gpu)
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        self.proc = _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=sandbox.job_env(inside, self.uid, gpu_index), cwd=self.dir,
                                      start_new_session=True,  # its own group: one kill reaches every child
                                      preexec_fn=lambda: limits.apply_rlimits(gpu))
@@ -101,9 +130,10 @@ class Job:
         except psutil.Error:
             return []
 
-    def resident_bytes(self) -> int:
+    @staticmethod
+    def resident_bytes(tree: list[psutil.Process]) -> int:
         total = 0
-        for p in self.tree():
+        for p in tree:
             try:
                 total += p.memory_info().rss
             except psutil.Error:
@@ -121,9 +151,14 @@ class Job:
         return total
 
     def check_bounds(self) -> str | None:
+        tree = self.tree()
+        # RLIMIT_NPROC already stops a fork bomb from growing; this ends the job instead of letting it spin.
+        if len(tree) > limits.PROCESSES // 2:
+            return f"it started more than {limits.PROCESSES // 2} processes"
         memory = limits.GPU_RESIDENT if self.gpu else limits.COMPILE_RESIDENT
-        if self.resident_bytes() > memory:
-            return f"it used more than {_gib(memory)} of memory"
+        if self.resident_bytes(tree) > memory:
+            many = f" in {len(tree)} processes" if len(tree) > 8 else ""
+            return f"it used more than {_gib(memory)} of memory{many}"
         if self.disk_bytes() > limits.DISK:
             return f"it wrote more than {_gib(limits.DISK)} of files"
         return None

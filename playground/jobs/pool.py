@@ -27,6 +27,7 @@ class Pool:
         self.lock = threading.Lock()
         self.closed = False
         self.started = self.taken = 0
+        self.pending = 0  # spares being started right now (not yet in self.spares)
 
     def _spawn(self) -> Job | None:
         try:
@@ -44,18 +45,22 @@ class Pool:
                 return
             stale = [j for j in self.spares if not j.alive() or time.monotonic() - j.created > MAX_AGE]
             self.spares = [j for j in self.spares if j not in stale]
-            missing = self.size - len(self.spares)
         for j in stale:
             j.close()
-        for _ in range(max(0, missing)):
-            job = self._spawn()
-            if job is None:
-                break
-            with self.lock:
-                if self.closed:
-                    job.close()
+        while True:
+            with self.lock:  # several fill threads may run at once: count the ones being started too
+                if self.closed or len(self.spares) + self.pending >= self.size:
                     return
-                self.spares.append(job)
+                self.pending += 1
+            job = self._spawn()
+            with self.lock:
+                self.pending -= 1
+                if job is not None and not self.closed:
+                    self.spares.append(job)
+                    continue
+            if job is not None:
+                job.close()
+            return
 
     def fill_later(self) -> None:
         if self.size > 0:
@@ -84,6 +89,17 @@ class Pool:
             spares, self.spares = self.spares, []
         for j in spares:
             j.close()
+
+    def idle(self) -> bool:
+        """No spare is being started and every spare has imported (tests wait for this before counting)."""
+        with self.lock:
+            return self.pending == 0 and len(self.spares) >= self.size and all(j.ready.is_set() for j in self.spares)
+
+    def pids(self) -> set[int]:
+        """Every process of every spare (the outer bwrap, its init and the worker)."""
+        with self.lock:
+            spares = list(self.spares)
+        return {p.pid for j in spares for p in j.tree()} | {j.proc.pid for j in spares}
 
     def snapshot(self) -> dict:
         with self.lock:

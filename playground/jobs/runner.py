@@ -40,7 +40,7 @@ class _State:
         self.gpus = hardware.gpus()
         cpu_slots = int(os.environ.get("PLAYGROUND_CPU_SLOTS") or max(1, min(16, hardware.cpu_count())))
         self.scheduler = Scheduler(cpu_slots, [g["index"] for g in self.gpus])
-        spares = int(os.environ.get("PLAYGROUND_SPARES") or min(cpu_slots, 4))
+        spares = int(os.environ.get("PLAYGROUND_SPARES") or min(cpu_slots + 1, 6))
         self.pools = {("cpu", None): Pool(False, spares)}
         for g in self.gpus:
             self.pools[("gpu", g["index"])] = Pool(True, 1, g["index"])

@@ -38,11 +38,35 @@ PASSED_ENV_PREFIXES = ("TILELANG_", "CUDA_", "NVIDIA_", "NVCC_")
 PASSED_ENV = ("LD_LIBRARY_PATH", "LANG", "LC_ALL", "TZ")
 
 
+_root: Path | None = None
+
+
 def jobs_root() -> Path:
-    """Where job folders live: outside the repository, one parent per server uid, not listable by jobs."""
-    path = Path(os.environ.get("PLAYGROUND_JOBS_DIR") or Path(tempfile.gettempdir()) / f"playground-jobs-{os.geteuid()}")
-    path.mkdir(mode=0o711, parents=True, exist_ok=True)
-    return path
+    """Where this server's job folders live: outside the repository, a folder per server process (so that two
+    servers, or a server and the tests, never clean up each other's jobs). Folders of servers that are gone (killed
+    without cleaning up) are removed the first time this is called."""
+    global _root
+    if _root is None or _root.parent.parent is None or not _root.exists():
+        base = Path(os.environ.get("PLAYGROUND_JOBS_DIR")
+                    or Path(tempfile.gettempdir()) / f"playground-jobs-{os.geteuid()}")
+        base.mkdir(mode=0o711, parents=True, exist_ok=True)
+        for old in base.glob("server-*"):
+            pid = old.name.removeprefix("server-")
+            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                remove_job_dir(old)
+        _root = base / f"server-{os.getpid()}"
+        _root.mkdir(mode=0o711, exist_ok=True)
+    return _root
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # -- job uids (root servers only) ---------------------------------------------------------------------------------

@@ -1,0 +1,175 @@
+"""The hostile and broken corpus (tests/hostile/*.py) through run_job, as a student's edited kernel would go.
+
+Each file is a whole kernel file that does its harm at import time or in its factory, and says on its second line
+what must come back (# EXPECT: stage=...; message=<regex>; line=<text of the line>). For each: a clear error in
+bounded time, nothing changed outside the job, no process or folder of the job left, and the next job succeeds.
+
+What must be unreadable to a job (bwrap mode): /etc/shadow, /root, other processes' environment, the repository
+except playground/ and kernels/ (so .git, tests/, app.py, the Makefile), other jobs' folders, the server's job
+root. Readable (read-only): /usr, the Python installation, the virtualenv, playground/, kernels/.
+"""
+import os
+import re
+import socket
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import ROOT
+from playground import jobs
+from playground.jobs import runner, sandbox
+
+HOSTILE = ROOT / "tests" / "hostile"
+NAMES = sorted(p.stem for p in HOSTILE.glob("*.py"))
+ISOLATION = {"open_socket", "read_outside", "read_other_job", "os_system"}  # need the bwrap sandbox
+TIMEOUT = 20.0  # the job timeout given to each hostile job
+BOUND = 45.0    # seconds any hostile job may take, end to end, including waiting for a spare worker
+
+
+def expectation(path: Path) -> dict:
+    line = next(ln for ln in path.read_text().splitlines() if ln.startswith("# EXPECT:"))
+    return dict(part.strip().split("=", 1) for part in line.removeprefix("# EXPECT:").split(";"))
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, t in enumerate(text.splitlines(), 1) if needle in t and not t.startswith("#"))
+
+
+@pytest.fixture(scope="module")
+def server():
+    jobs.start()
+    yield runner.state()
+    jobs.shutdown()
+
+
+def settle(st, timeout=90.0):
+    """Wait until the spare workers are all started and ready, so that what is left can be counted."""
+    deadline = time.monotonic() + timeout
+    while not all(p.idle() for p in st.pools.values()):
+        assert time.monotonic() < deadline, "the spare workers did not settle"
+        time.sleep(0.2)
+
+
+def leftovers(st) -> dict:
+    """Processes and folders of finished jobs: everything of the jobs' kind that is not a current spare."""
+    spares = set().union(*(p.pids() for p in st.pools.values()))
+    spare_dirs = {j.dir for p in st.pools.values() for j in p.spares}
+    procs = set()
+    for p in psutil.Process().children(recursive=True):
+        procs.add(p)
+    for p in psutil.process_iter(["uids"]):
+        if sandbox.JOB_UID_BASE <= p.info["uids"].real < sandbox.JOB_UID_BASE + sandbox.JOB_UID_COUNT:
+            procs.add(p)
+    alive = []
+    for p in procs:
+        try:
+            if p.pid not in spares and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(" ".join(p.cmdline())[:120])
+        except psutil.Error:
+            pass
+    dirs = [d for d in sandbox.jobs_root().iterdir() if d not in spare_dirs]
+    tmp_owned = [str(p) for p in Path("/tmp").iterdir() if _owned_by_job_uid(p)] + \
+                [str(p) for p in (Path("/tmp/PWNED_HOST"), Path("/var/tmp/PWNED_HOST"), ROOT / "PWNED") if p.exists()]
+    return {"processes": alive, "job_dirs": [str(d) for d in dirs], "files": tmp_owned}
+
+
+def _owned_by_job_uid(p: Path) -> bool:
+    try:
+        uid = p.lstat().st_uid
+    except OSError:
+        return False
+    return sandbox.JOB_UID_BASE <= uid < sandbox.JOB_UID_BASE + sandbox.JOB_UID_COUNT
+
+
+@pytest.fixture
+def listener():
+    """A TCP server on the host's loopback: a sandboxed job must not reach it."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    accepted = []
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+                accepted.append(conn)
+            except OSError:
+                pass
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield srv.getsockname()[1], accepted
+    stop.set()
+    t.join()
+    srv.close()
+
+
+def start_other_job(st):
+    """A live job with a secret in its folder; returns its host folder and a function that ends it."""
+    text = (ROOT / "kernels" / "vector_add.py").read_text().replace(
+        "import tilelang.language as T\n",
+        "import tilelang.language as T\nimport os, time\nopen('secret.txt', 'w').write('s3cret')\n"
+        "while not os.path.exists('stop'):\n    time.sleep(0.1)\nraise RuntimeError('stopped')\n", 1)
+    done = {}
+    t = threading.Thread(target=lambda: done.setdefault("r", jobs.run_job("compile", "vector_add", text, {},
+                                                                         session="other", timeout=60)))
+    t.start()
+    deadline = time.monotonic() + 60
+    while True:
+        found = [d for d in sandbox.jobs_root().iterdir() if (d / "secret.txt").exists()]
+        if found:
+            break
+        assert time.monotonic() < deadline, "the other job did not start"
+        time.sleep(0.1)
+
+    def end():
+        assert t.is_alive(), f"the other job ended early: {done.get('r', {}).get('error')}"
+        (found[0] / "stop").touch()
+        t.join(60)
+        return done.get("r")
+    return found[0], end
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", NAMES)
+def test_hostile_kernel_ends_its_own_job_only(name, server, listener):
+    st = server
+    if name in ISOLATION and st.mode.kind != "bwrap":
+        pytest.skip(f"jobs are not sandboxed here ({st.mode.why})")
+    path = HOSTILE / f"{name}.py"
+    expect = expectation(path)
+    text = path.read_text().replace("PORT = 47613", f"PORT = {listener[0]}")
+    end_other = None
+    settle(st)
+    if name == "read_other_job":
+        other, end_other = start_other_job(st)
+        text = text.replace("/nonexistent/other-job", str(other))
+
+    started = time.monotonic()
+    result = jobs.run_job("compile", "vector_add", text, {}, session=f"hostile-{name}", timeout=TIMEOUT)
+    elapsed = time.monotonic() - started
+    if end_other:
+        assert end_other()["error"]["message"].endswith("stopped"), "the other job was disturbed"
+
+    err = result["error"]
+    assert not result["ok"] and err, result
+    assert err["stage"] == expect["stage"], err
+    assert re.search(expect["message"], err["message"]), err["message"]
+    assert "LEAK" not in err["message"] + err.get("log", "")
+    if "line" in expect:
+        assert err["line"] == line_of(text, expect["line"]), err
+    assert elapsed < (TIMEOUT + 10 if expect.get("within") == "timeout" else BOUND), elapsed
+    assert not listener[1], "the job reached a server on the host's loopback"
+
+    settle(st)
+    assert leftovers(st) == {"processes": [], "job_dirs": [], "files": []}
+
+    st.cache.clear()  # the next job really runs
+    after = jobs.run_job("compile", "vector_add", None, {}, session=f"after-{name}")
+    assert after["ok"] and not after.get("cached"), after.get("error")
+    assert "uint4" in after["cuda"] or "ld.global" in after["ptx"]
