@@ -99,10 +99,10 @@ def preset_for(controls: Controls, values: dict) -> str:
 def values_from_slots(controls: Controls, problem_values: list, tile_values: list) -> dict[str, str]:
     """{name: value} from the dropdown slots (slots past the kernel's parameters are ignored)."""
     out = {}
-    for c, v in zip(controls.problem, problem_values):
-        out[c.name] = c.default if v is None or v == "" else text(v)
-    for c, v in zip(controls.tile, tile_values):
-        out[c.name] = c.default if v is None or v == "" else text(v)
+    for group, slots in ((controls.problem, list(problem_values)), (controls.tile, list(tile_values))):
+        for i, c in enumerate(group):
+            v = slots[i] if i < len(slots) else None
+            out[c.name] = c.default if v is None or v == "" else text(v)
     return out
 
 

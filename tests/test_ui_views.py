@@ -1,0 +1,288 @@
+"""The page's pure pieces: engine JSON → HTML, tables and figures, without launching anything.
+
+The run/tune/sweep answers are real ones recorded on the H200 (playground/ui/samples/h200.json)."""
+import json
+import re
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from playground.ui import charts, controls as ctl, history as hist, views
+from playground.ui.highlight import (code_html, cuda_lines_for, diff_html, snippet_html, source_line_choices,
+                                     token_lines)
+
+pytestmark = pytest.mark.timeout(60)
+SAMPLES = json.loads((Path(__file__).resolve().parent.parent / "playground/ui/samples/h200.json").read_text())
+
+CUDA = """#include <cuda.h>
+extern "C" __global__ void k(half_t* __restrict__ A) {
+  if (threadIdx.x < 128 && A != nullptr) {
+    A[0] = A[1] > A[2] ? A[1] : A[2];
+  }
+}
+"""
+LINE_MAP = [None, 20, 22, 30, 30, None]
+SOURCE = "\n".join(f"line {i} <src>" for i in range(1, 41))
+
+
+def lines_of(html: str) -> list[str]:
+    return re.findall(r'<div class="pg-line[^"]*"[^>]*>.*?</div>', html)
+
+
+# -- highlighting ---------------------------------------------------------------------------------------------------
+def test_highlighting_escapes_everything():
+    html = code_html(CUDA, "cuda")
+    assert "&lt;cuda.h&gt;" in html and "&amp;" in html and "&gt;" in html
+    text_only = re.sub(r"<[^>]+>", "", html)
+    assert "<" not in text_only and ">" not in text_only  # every angle bracket of the code is an entity
+    # and the text, tags taken off and entities read back, is the code itself, line by line
+    rows = [re.sub(r"<[^>]+>", "", r.split('<span class="pg-tx">', 1)[1]) for r in lines_of(html)]
+    assert [unescape(r) for r in rows] == CUDA.splitlines()
+    assert "<script>" not in code_html("<script>alert(1)</script>", "cuda")
+
+
+def test_highlighting_colours_tokens_and_numbers_lines():
+    html = code_html(CUDA, "cuda")
+    assert '<span class="k' in html  # keywords have Pygments classes
+    rows = lines_of(html)
+    assert len(rows) == len(CUDA.splitlines())
+    assert [int(n) for n in re.findall(r'<span class="pg-no">(\d+)</span>', html)] == list(range(1, 7))
+
+
+def test_token_lines_split_multiline_tokens():
+    text = "/* a\nb */ int x;\nint y;"
+    lines = token_lines(text, "cuda")
+    assert len(lines) == 3 and "int" in lines[2]
+
+
+def test_line_marks_follow_the_line_map():
+    html = code_html(CUDA, "cuda", line_map=LINE_MAP, marked=[30], error_lines=[22],
+                     source_lines=SOURCE.splitlines())
+    rows = lines_of(html)
+    marked = [i + 1 for i, r in enumerate(rows) if "pg-mark" in r.split(">")[0]]
+    errors = [i + 1 for i, r in enumerate(rows) if "pg-error" in r.split(">")[0]]
+    assert marked == cuda_lines_for(LINE_MAP, 30) == [4, 5]
+    assert errors == [3]
+    assert 'data-src="20"' in rows[1] and "data-src" not in rows[0]
+    assert "from source line 30: line 30 &lt;src&gt;" in rows[3]  # the tooltip quotes the source, escaped
+
+
+def test_source_line_choices_list_the_mapped_lines_with_their_text():
+    choices = source_line_choices(SOURCE, LINE_MAP)
+    assert [n for _, n in choices] == [20, 22, 30]
+    assert choices[0][0] == "20: line 20 <src>"
+
+
+def test_snippet_marks_the_error_line():
+    html = snippet_html(SOURCE, 10)
+    rows = lines_of(html)
+    assert len(rows) == 7  # 3 lines either side
+    assert "pg-error" in rows[3] and ">10<" in rows[3]
+    assert snippet_html(SOURCE, 999) == ""
+
+
+def test_diff_shows_changes_escaped():
+    a = "int x = a < b;\nfloat C_local[128];\n"
+    b = "int x = a < b;\nfloat C_local[64];\n"
+    html = diff_html(a, b, "#1 <old>", "#2")
+    assert "pg-ddel" in html and "pg-dadd" in html and "&lt;old&gt;" in html
+    assert "128" in html and "64" in html
+    assert "same" in diff_html(a, a, "#1", "#2")
+
+
+# -- errors, status, banner -------------------------------------------------------------------------------------
+def test_error_view_shows_stage_message_and_the_users_line():
+    source = "import tilelang\n\ndef gemm():\n    T.copy(A, A_sharedx)  # <here>\n"
+    err = {"stage": "tilelang", "message": "NameError: name 'A_sharedx' <is> not defined", "line": 4, "log": "..."}
+    html = views.error_html(err, source)
+    assert ">tilelang<" in html and "line 4" in html
+    assert "T.copy(A, A_sharedx)  # &lt;here&gt;" in html  # the offending line, quoted and escaped
+    assert "&lt;is&gt;" in html and "<is>" not in html
+    assert "pg-error" in html  # the snippet marks it
+    assert views.error_html(None) == ""
+    no_line = views.error_html({"stage": "device", "message": "no CUDA GPU", "line": None}, source)
+    assert "no CUDA GPU" in no_line and "line" not in re.sub(r"<[^>]+>", "", no_line).lower().replace("no cuda", "")
+
+
+def test_status_lines():
+    assert "failed at line 4" in views.status_html("compile", {"ok": False, "kernel": "gemm", "error": {
+        "stage": "tilelang", "message": "bad", "line": 4}})
+    ok = views.status_html("run", SAMPLES["run_gemm"])
+    assert "TFLOP/s" in ok and "0.210 ms" in ok
+
+
+def test_banner_says_no_gpu_once_and_names_a_gpu():
+    assert "No CUDA GPU" in views.banner_html({"ok": True, "gpu": None})
+    assert "H200" in views.banner_html({"ok": True, "gpu": "NVIDIA H200"})
+    assert "not sandboxed" in views.banner_html({"ok": True, "gpu": "x", "sandbox": "none", "sandbox_why": "no bwrap"})
+
+
+# -- compile, run, tune, sweep views -----------------------------------------------------------------------------
+def test_resources_table():
+    result = {"arch": "sm_90a", "compile_seconds": 2.5, "cached": False, "resources": {
+        "registers": 168, "shared_bytes": 148480, "static_shared_bytes": 1024, "dynamic_shared_bytes": 147456,
+        "spill_bytes": 0, "threads": 384, "grid": [16, 32, 1], "block": [384, 1, 1]}}
+    html = views.resources_html(result)
+    for text in ("168", "145 KiB", "0 B", "384", "16 × 32 × 1", "sm_90a", "2.50 s"):
+        assert text in html, text
+    spilled = views.resources_html({"resources": {**result["resources"], "spill_bytes": 64}})
+    assert "pg-stat bad" in spilled
+    assert "Compile" in views.resources_html(None)
+
+
+def test_verification_table_pass_and_fail():
+    good = views.verification_html(SAMPLES["run_gemm"])
+    assert good.count("✓ pass") == 3 and "3 of 3 shapes pass" in good
+    bad = views.verification_html(SAMPLES["run_gemm_bad"])
+    assert "✗ FAIL" in bad and "(0, 1)" in bad and "NaN/Inf" in bad
+    frame = views.verification_frame(SAMPLES["run_gemm_bad"])
+    assert list(frame["result"]).count("FAIL") >= 1
+    assert "Run the kernel" in views.verification_html(None)
+
+
+def test_speed_view_and_chart():
+    run = SAMPLES["run_gemm"]
+    html = views.speed_html(run)
+    assert "654.2 TFLOP/s" in html and "97% matmul" in html and "torch.matmul (cuBLAS)" in html and "0.90×" in html
+    fig = charts.speed_figure(run)
+    bar = fig.data[0]
+    assert list(bar.x) == ["this kernel", "torch.matmul (cuBLAS)"]
+    assert bar.y[0] == pytest.approx(run["timing"]["median_ms"])
+    # whiskers from p20 to p80
+    assert bar.error_y.arrayminus[0] == pytest.approx(run["timing"]["median_ms"] - run["timing"]["p20_ms"])
+    assert bar.error_y.array[0] == pytest.approx(run["timing"]["p80_ms"] - run["timing"]["median_ms"])
+    assert charts.speed_figure({"ok": False}) is None
+    assert "GB/s" in charts.speed_figure(SAMPLES["run_vadd"]).data[0].text[0]  # memory-bound: bandwidth
+
+
+def test_tune_table_chart_and_best():
+    tune = SAMPLES["tune_gemm"]
+    frame = views.tune_frame(tune)
+    assert len(frame) == len(tune["table"])
+    timed = frame["median ms"].dropna().tolist()
+    assert timed == sorted(timed) and frame.loc[0, "block_N"] == tune["best"]["tile"]["block_N"]
+    assert "Best of 12" in views.tune_summary_html(tune)
+    fig = charts.tune_figure(tune)
+    assert len(fig.data[0].x) == len(timed)
+    values = ctl.apply_tile(ctl.controls_for(GEMM_DESCRIBE), {"block_M": "64"}, tune["best"]["tile"])
+    assert values["block_M"] == "128" and values["block_N"] == "256"
+
+
+def test_sweep_chart_and_table():
+    sweep = SAMPLES["sweep_gemm"]
+    fig = charts.sweep_figure(sweep, "tflops")
+    assert [t.name for t in fig.data] == ["this kernel", "torch.matmul (cuBLAS)"]
+    assert len(fig.data[0].x) == len(sweep["rows"])
+    assert charts.sweep_figure(sweep, "median_ms").data[0].error_y.array is not None
+    frame = views.sweep_frame(sweep)
+    assert set(frame["series"]) == {"this kernel", "torch.matmul (cuBLAS)"}
+
+
+# -- history -----------------------------------------------------------------------------------------------------
+def test_history_table_chart_and_compare():
+    h = hist.add([], "compile", "gemm", {"ok": True, "cuda": "a\n", "config": SAMPLES["run_gemm"]["config"],
+                                        "resources": {"registers": 90}}, False)
+    h = hist.add(h, "run", "gemm", SAMPLES["run_gemm"], True)
+    h = hist.add(h, "compile", "gemm", {"ok": False, "error": {"stage": "python", "message": "boom"}}, True,
+                 config={"problem": {"M": 256}, "dtype": "float16", "tile": {"block_M": "64"}})
+    frame = hist.frame(h)
+    assert list(frame["#"]) == [3, 2, 1]  # newest first
+    assert frame.loc[0, "result"].startswith("python: boom") and "256 fp16 · 64" in frame.loc[0, "kernel · config"]
+    assert frame.loc[1, "median ms"] == pytest.approx(0.2101, abs=1e-4)
+    assert [n for _, n in hist.choices(h)] == [2, 1]  # only entries with CUDA can be compared
+    assert hist.find(h, "2")["n"] == 2
+    fig = charts.history_figure(h)
+    assert len(fig.data[0].y) == 1
+    assert charts.history_figure([]) is None
+    many = []
+    for _ in range(hist.LIMIT + 5):
+        many = hist.add(many, "compile", "gemm", {"ok": True, "cuda": "x"}, False)
+    assert len(many) == hist.LIMIT and many[-1]["n"] == hist.LIMIT + 5
+
+
+# -- controls ----------------------------------------------------------------------------------------------------
+GEMM_DESCRIBE = {
+    "name": "gemm", "dtypes": ["float16", "bfloat16"], "problem": ["M", "N", "K"],
+    "defaults": {"M": 4096, "N": 4096, "K": 4096, "dtype": "float16", "block_M": 128, "block_N": 256, "block_K": 64,
+                 "num_stages": 3, "threads": 256, "swizzle_panel": 10},
+    "space": {"block_M": [64, 128, 256], "block_N": [64, 128, 256], "block_K": [32, 64], "num_stages": [2, 3, 4],
+              "threads": [128, 256], "swizzle_panel": [0, 10]},
+    "options": {}, "presets": {"4096³": {"M": 4096, "N": 4096, "K": 4096}, "2048³": {"M": 2048, "N": 2048, "K": 2048}},
+}
+ATTN_DESCRIBE = {
+    "name": "attn", "dtypes": ["float16"], "problem": ["batch", "seq", "causal"],
+    "defaults": {"batch": 8, "seq": 4096, "causal": False, "dtype": "float16", "block": 128, "act": "relu"},
+    "space": {"block": [64, 128]}, "options": {"act": ["relu", "gelu"]},
+    "presets": {"small": {"batch": 1, "seq": 1024, "causal": True}},
+}
+
+
+def test_controls_come_from_the_kernels_declarations():
+    c = ctl.controls_for(GEMM_DESCRIBE)
+    assert [x.name for x in c.problem] == ["M", "N", "K"]
+    assert [x.name for x in c.tile] == ["block_M", "block_N", "block_K", "num_stages", "threads", "swizzle_panel"]
+    assert c.tile[0].choices == ["64", "128", "256"] and c.tile[0].default == "128"
+    assert c.problem[0].choices == ["2048", "4096"]
+    assert c.dtypes == ["float16", "bfloat16"] and c.dtype == "float16"
+    assert ctl.preset_for(c, c.defaults()) == "4096³"
+    assert ctl.preset_for(c, {"M": "256", "N": "256", "K": "256"}) == ctl.CUSTOM
+    a = ctl.controls_for(ATTN_DESCRIBE)
+    assert a.problem[2].choices == ["True", "False"] and not a.problem[2].custom
+    assert a.tile[1].group == "option" and a.tile[1].choices == ["relu", "gelu"]
+    assert len(c.problem) <= ctl.PROBLEM_SLOTS and len(c.tile) <= ctl.TILE_SLOTS
+
+
+def test_controls_from_the_real_catalogue():
+    from playground.ui import engine
+    names = engine.kernel_names()
+    assert "gemm" in names
+    for name in names:
+        c = ctl.controls_for(engine.describe(name))
+        assert len(c.problem) <= ctl.PROBLEM_SLOTS and len(c.tile) <= ctl.TILE_SLOTS, name
+        assert c.dtype in c.dtypes
+
+
+def test_url_query_sets_parameters():
+    c = ctl.controls_for(GEMM_DESCRIBE)
+    values, unknown = ctl.from_query(c, {"kernel": "gemm", "block_M": "64", "dtype": "bfloat16", "bogus": "1"})
+    assert values["block_M"] == "64" and values["dtype"] == "bfloat16" and values["M"] == "4096"
+    assert unknown == ["bogus"]
+    values, _ = ctl.from_query(c, {"preset": "2048³", "K": "512"}, base={"block_N": "64"})
+    assert (values["M"], values["K"], values["block_N"]) == ("2048", "512", "64")
+    assert ctl.engine_params({"M": "256", "x": ""}, "float16") == {"M": "256", "dtype": "float16"}
+    slots = ctl.values_from_slots(c, ["256", None, "256"], ["64"])
+    assert slots["M"] == "256" and slots["N"] == "4096" and slots["block_M"] == "64" and slots["threads"] == "256"
+    q = views.share_query("gemm", {"M": "4096", "block_M": "64", "dtype": "float16"}, c.defaults())
+    assert q == "kernel=gemm&block_M=64"
+
+
+# -- server bits ---------------------------------------------------------------------------------------------------
+def test_password_from_env_and_file(tmp_path):
+    from playground.ui.server import checker, password_from_env
+    assert password_from_env({}) is None
+    assert password_from_env({"PLAYGROUND_PASSWORD": "s3cret"}) == "s3cret"
+    f = tmp_path / "pw"
+    f.write_text("from-file\n")
+    assert password_from_env({"PLAYGROUND_PASSWORD_FILE": str(f)}) == "from-file"
+    check = checker("s3cret")
+    assert check("anyone", "s3cret") and not check("anyone", "wrong")
+
+
+def test_app_flags_and_environment():
+    import app
+    args = app.parse_args([], env={})
+    assert (args.host, args.port) == ("0.0.0.0", 7860)
+    args = app.parse_args([], env={"GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": "9000"})
+    assert (args.host, args.port) == ("127.0.0.1", 9000)
+    args = app.parse_args(["--host", "::", "--port", "8000"], env={"GRADIO_SERVER_PORT": "9000"})
+    assert (args.host, args.port) == ("::", 8000)
+
+
+def test_unchanged_source_goes_to_the_engine_as_none():
+    from playground.ui import engine
+    original = engine.original_source("gemm")
+    assert engine.normalize_source("gemm", original) is None
+    assert engine.normalize_source("gemm", original.rstrip("\n")) is None  # an editor dropped the last newline
+    assert engine.normalize_source("gemm", "") is None
+    assert engine.normalize_source("gemm", original + "\nx = 1\n") is not None
