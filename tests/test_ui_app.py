@@ -1,0 +1,119 @@
+"""The page's server in-process: the named API endpoints through gradio_client, /health, password login.
+
+Compiles here are real (TileLang on the CPU for sm_90a), kept small (M=N=K=256) so that each takes seconds."""
+import socket
+
+import httpx
+import pytest
+from gradio_client import Client
+
+from conftest import has_gpu
+
+pytestmark = [pytest.mark.timeout(240),
+              pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]  # from Gradio's queue
+SMALL = {"M": 256, "N": 256, "K": 256}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    from playground.ui import serve
+    demo, app, url = serve("127.0.0.1", free_port(), prevent_thread_lock=True, quiet=True)
+    yield url
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return Client(server, verbose=False)
+
+
+def gemm_source() -> str:
+    from playground.ui import engine
+    return engine.original_source("gemm")
+
+
+def test_the_api_has_named_compile_run_and_tune(client):
+    endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    for name in ("/compile", "/run", "/tune"):
+        params = [p["parameter_name"] for p in endpoints[name]["parameters"]]
+        assert params == ["kernel", "source", "params"], (name, params)
+
+
+def test_compile_small_gemm_returns_cuda_with_wgmma(client):
+    result = client.predict("gemm", "", SMALL, api_name="/compile")
+    assert result["ok"], result.get("error")
+    assert "wgmma" in result["cuda"]
+    assert result["resources"]["registers"] > 0 and result["resources"]["shared_bytes"] > 0
+    assert len(result["line_map"]) == len(result["cuda"].splitlines())
+    assert any(isinstance(m, int) for m in result["line_map"])
+    assert result["config"]["problem"] == SMALL
+
+
+def test_compile_of_edited_source_with_params_left_out(client):
+    source = gemm_source().replace('accum_dtype = "float32"', 'accum_dtype = "float32"  # edited', 1)
+    result = client.predict(kernel="vector_add", api_name="/compile")  # source and params left out
+    assert result["ok"], result.get("error")
+    result = client.predict("gemm", source, {**SMALL, "block_N": 128}, api_name="/compile")
+    assert result["ok"], result.get("error")
+    assert result["config"]["tile"]["block_N"] == 128
+
+
+def test_broken_source_returns_the_error_with_stage_and_line(client):
+    lines = gemm_source().splitlines()
+    index = next(i for i, line in enumerate(lines) if "T.copy(A[" in line)
+    lines[index] = lines[index].replace("A_shared)", "A_sharedx)")
+    result = client.predict("gemm", "\n".join(lines) + "\n", SMALL, api_name="/compile")
+    assert not result["ok"]
+    err = result["error"]
+    assert err["stage"] in ("tilelang", "python"), err
+    assert err["line"] == index + 1, err
+    assert "A_sharedx" in err["message"]
+
+
+def test_a_syntax_error_points_at_its_line(client):
+    source = gemm_source().replace("    accum_dtype = ", "    accum_dtype = = ", 1)
+    line = next(i + 1 for i, text in enumerate(source.splitlines()) if "= =" in text)
+    result = client.predict("gemm", source, None, api_name="/compile")
+    assert result["error"]["stage"] == "python" and result["error"]["line"] == line
+
+
+def test_bad_parameter_is_a_parameters_error(client):
+    result = client.predict("gemm", "", {"block_M": "lots"}, api_name="/compile")
+    assert result["error"]["stage"] == "parameters"
+
+
+@pytest.mark.skipif(has_gpu(), reason="this machine has a GPU: run would succeed")
+def test_run_and_tune_without_gpu_return_the_device_error(client):
+    for name in ("/run", "/tune"):
+        result = client.predict("gemm", "", SMALL, api_name=name)
+        assert not result["ok"]
+        assert result["error"]["stage"] == "device"
+        assert "GPU" in result["error"]["message"]
+
+
+def test_health_answers_json(server):
+    r = httpx.get(server.rstrip("/") + "/health", timeout=30)
+    assert r.status_code == 200
+    body = r.json()
+    assert body["ok"] is True and "gpu" in body and "queue" in body and "sandbox" in body
+
+
+def test_password_login_guards_the_page_but_not_health():
+    from playground.ui import serve
+    demo, app, url = serve("127.0.0.1", free_port(), password="class-pw", prevent_thread_lock=True, quiet=True)
+    try:
+        base = url.rstrip("/")
+        assert httpx.get(base + "/health", timeout=30).status_code == 200
+        assert httpx.get(base + "/config", timeout=30).status_code in (401, 403)
+        with pytest.raises(Exception):
+            Client(url, auth=("student", "wrong"), verbose=False)
+        client = Client(url, auth=("any-name", "class-pw"), verbose=False)
+        assert "/compile" in client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    finally:
+        demo.close()
