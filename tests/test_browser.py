@@ -1,0 +1,157 @@
+"""The page in a real browser: Debian's chromium driven by playwright against the app launched in-process.
+
+Opens a link that carries a kernel, picks another kernel, changes parameters, compiles, and checks the highlighted
+CUDA and the resource table; then the error view for a broken source, and the draft surviving a reload. Screenshots
+go to tests/artifacts/ (git-ignored)."""
+import os
+import re
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(420),
+              pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
+
+CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def url():
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.skip(f"chromium is not installed at {CHROMIUM} (apt-get install chromium; make setup-test does)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
+    from playground.ui import serve
+    demo, app, local = serve("127.0.0.1", free_port(), prevent_thread_lock=True, quiet=True)
+    yield local
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser(url):
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, timeout=60_000)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    yield page
+    context.close()
+
+
+def open_page(page, url: str, query: str = "") -> None:
+    page.goto(url + query, wait_until="domcontentloaded")
+    page.wait_for_selector("#pg-editor .cm-content")
+    wait_idle(page)
+
+
+def wait_idle(page, timeout: float = 150) -> str:
+    """The status line once no job is pending (Gradio shows the progress there while one is)."""
+    deadline = time.monotonic() + timeout
+    time.sleep(0.8)
+    while time.monotonic() < deadline:
+        pending = page.locator("#pg-status .wrap.pending, #pg-status .progress-text, #pg-status .eta-bar").count()
+        text = page.inner_text("#pg-status")
+        if not pending and "%" not in text and "waiting" not in text:
+            return text
+        time.sleep(0.4)
+    raise AssertionError(f"the page stayed busy: {page.inner_text('#pg-status')!r}")
+
+
+def editor_text(page) -> str:
+    return "\n".join(page.locator("#pg-editor .cm-line").all_inner_texts())
+
+
+def choose(page, dropdown, option: str) -> None:
+    """Pick `option` from a Gradio dropdown (given by a locator of its block)."""
+    dropdown.locator("input").click()
+    page.get_by_role("option", name=option, exact=True).first.click()
+    time.sleep(0.4)
+
+
+def type_value(page, dropdown, value: str) -> None:
+    """Type a custom value into a Gradio dropdown that allows one."""
+    box = dropdown.locator("input")
+    box.click()
+    box.fill(value)
+    box.press("Enter")
+    time.sleep(0.3)
+
+
+def slot(page, name: str):
+    return page.locator(".pg-slot").filter(has=page.locator(f"input[aria-label='{name}']")).first
+
+
+def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
+    open_page(page, url, "?kernel=vector_add")
+    assert page.locator("#pg-kernel input").input_value() == "vector_add"  # the link chose the kernel
+    assert "def vector_add" in editor_text(page)
+
+    choose(page, page.locator("#pg-kernel"), "gemm")
+    page.wait_for_function("() => document.querySelector('#pg-editor .cm-content').innerText.includes('def gemm')")
+    for name in ("M", "N", "K"):
+        type_value(page, slot(page, name), "256")
+    choose(page, slot(page, "block_N"), "128")
+    assert slot(page, "block_N").locator("input").input_value() == "128"
+
+    page.click("#pg-compile")
+    status = wait_idle(page)
+    assert "compiled gemm" in status, status
+    page.wait_for_selector("#pg-cuda .pg-line")
+    cuda = page.inner_text("#pg-cuda")
+    assert "wgmma" in cuda and "__global__" in cuda
+    assert page.locator("#pg-cuda .pg-code span.k, #pg-cuda .pg-code span.kt").count() > 10  # highlighted
+    assert page.locator("#pg-cuda .pg-line[data-src]").count() > 10  # lines carry their source line
+    resources = page.inner_text("#pg-resources")
+    for label in ("Registers", "Shared memory", "Spills", "Threads", "Grid"):
+        assert label in resources, resources
+    assert "2 × 2 × 1" in resources  # 256/128 blocks along N, 256/128 along M: the parameters reached the engine
+
+    # Mark the CUDA of one source line through the picker.
+    page.locator("#pg-srcline input").click()
+    page.locator("ul[role=listbox] li", has_text="T.gemm").first.click()
+    page.wait_for_selector("#pg-cuda .pg-line.pg-mark")
+    assert page.locator("#pg-cuda .pg-line.pg-mark").count() > 0
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "browser_compile.png"), full_page=True)
+
+    # The draft (parameters too) survives a reload.
+    open_page(page, url)
+    assert "Restored your draft of gemm" in page.inner_text("#pg-status")
+    assert slot(page, "block_N").locator("input").input_value() == "128"
+
+
+def test_broken_source_shows_stage_line_and_log(page, url):
+    open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+Home")
+    page.keyboard.type("oops = undefined_name_in_line_one\n")
+    page.click("#pg-compile")
+    status = wait_idle(page)
+    assert "failed at line 1" in status, status
+    box = page.inner_text("#pg-error")
+    assert "python" in box.lower() and "line 1" in box.lower() and "undefined_name_in_line_one" in box
+    assert page.locator("#pg-log").is_visible()  # the full log folds out
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "browser_error.png"), full_page=True)
+    page.click("#pg-reset")
+    page.wait_for_function(
+        "() => !document.querySelector('#pg-editor .cm-content').innerText.includes('undefined_name_in_line_one')")
