@@ -71,19 +71,40 @@ def _alive(pid: int) -> bool:
 
 # -- job uids (root servers only) ---------------------------------------------------------------------------------
 class UidPool:
-    """A uid per live job, so that per-uid limits (RLIMIT_NPROC) and file ownership separate jobs."""
+    """A uid per live job, so that per-uid limits (RLIMIT_NPROC) and file ownership separate jobs.
+
+    Unique across every server process on the machine (two servers, or a server and the tests, may run at once):
+    a uid is taken by holding an exclusive flock on its lock file, which the kernel releases if the server dies.
+    Without that, one server cleaning up "its" uid would kill another server's job."""
 
     def __init__(self, base: int, count: int):
-        self.free = list(range(base, base + count))[::-1]
+        self.base, self.count = base, count
+        self.held: dict[int, int] = {}  # uid -> fd of its lock file
         self.lock = threading.Lock()
 
     def take(self) -> int:
+        import fcntl
+        folder = jobs_root().parent / "uids"
+        folder.mkdir(mode=0o700, exist_ok=True)
         with self.lock:
-            return self.free.pop()
+            for uid in range(self.base, self.base + self.count):
+                if uid in self.held:
+                    continue
+                fd = os.open(folder / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    os.close(fd)
+                    continue
+                self.held[uid] = fd
+                return uid
+        raise RuntimeError("no free job uid")
 
     def give(self, uid: int) -> None:
         with self.lock:
-            self.free.append(uid)
+            fd = self.held.pop(uid, None)
+        if fd is not None:
+            os.close(fd)  # closing the file releases the lock
 
 
 UIDS = UidPool(JOB_UID_BASE, JOB_UID_COUNT)

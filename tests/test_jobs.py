@@ -1,0 +1,214 @@
+"""The job layer on CPU: queue and limits (no processes), then run_job end to end through sandboxed workers."""
+import json
+import os
+import threading
+import time
+
+import psutil
+import pytest
+
+from conftest import ROOT
+from playground import jobs
+from playground.jobs import cache, queue, runner, sandbox
+from playground.jobs.queue import Busy, Scheduler
+
+VECTOR_ADD = (ROOT / "kernels" / "vector_add.py").read_text()
+
+
+def with_import(code: str) -> str:
+    return VECTOR_ADD.replace("import tilelang.language as T\n", "import tilelang.language as T\n" + code + "\n", 1)
+
+
+# -- the queue, without processes -----------------------------------------------------------------------------
+def hold(sched, kind, session, release, started, progress=None):
+    def body():
+        try:
+            with sched.slot(kind, session, progress or (lambda *_: None)):
+                started.append(session)
+                release.wait(30)
+        except Busy as b:
+            started.append(b)
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    return t
+
+
+def test_queue_reports_positions_and_runs_in_arrival_order():
+    sched = Scheduler(1, [0])
+    release, started, seen = threading.Event(), [], []
+    threads = [hold(sched, "gpu", "a", release, started)]
+    time.sleep(0.2)
+    threads += [hold(sched, "gpu", f"s{i}", release, started, lambda w, f, i=i: seen.append((i, w))) for i in range(3)]
+    time.sleep(0.5)
+    assert started == ["a"]
+    assert (2, "queued: 2 jobs ahead, waiting for the GPU") == (seen[-1][0], seen[-1][1].split(" (")[0])
+    assert sched.snapshot()["gpu"] == {"running": 1, "waiting": 3, "slots": 1, "mean_job_seconds": 20.0}
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert started == ["a", "s0", "s1", "s2"], "the GPU queue is first come, first served"
+
+
+def test_compiles_run_side_by_side_on_the_cpu_slots():
+    sched = Scheduler(2, [])
+    release, started = threading.Event(), []
+    threads = [hold(sched, "cpu", f"s{i}", release, started) for i in range(3)]
+    time.sleep(0.5)
+    assert len(started) == 2
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert len(started) == 3
+
+
+def test_full_queue_turns_jobs_away_with_a_time_to_retry(monkeypatch):
+    monkeypatch.setattr(queue, "QUEUE_LIMIT", 2)
+    sched = Scheduler(1, [])
+    release, started = threading.Event(), []
+    threads = [hold(sched, "cpu", f"s{i}", release, started) for i in range(3)]
+    time.sleep(0.5)
+    with pytest.raises(Busy) as busy:
+        with sched.slot("cpu", "late", lambda *_: None):
+            pass
+    assert "busy" in str(busy.value) and busy.value.retry_after > 0
+    release.set()
+    for t in threads:
+        t.join(10)
+
+
+def test_one_session_cannot_fill_the_queue(monkeypatch):
+    monkeypatch.setattr(queue, "SESSION_INFLIGHT", 2)
+    sched = Scheduler(1, [])
+    release, started = threading.Event(), []
+    threads = [hold(sched, "cpu", "greedy", release, started) for _ in range(3)]
+    time.sleep(0.5)
+    turned_away = [s for s in started if isinstance(s, Busy)]
+    assert len(turned_away) == 1 and "already have 2 jobs" in str(turned_away[0])
+    polite = hold(sched, "cpu", "polite", release, started)  # another session still gets in line
+    time.sleep(0.3)
+    assert sched.snapshot()["cpu"]["waiting"] == 2
+    release.set()
+    for t in threads + [polite]:
+        t.join(10)
+    assert started.count("greedy") == 2 and "polite" in started
+
+
+def test_rate_limit_per_session_then_refill(monkeypatch):
+    monkeypatch.setattr(queue, "SESSION_BURST", 3)
+    monkeypatch.setattr(queue, "SESSION_RATE", 10.0)
+    sched = Scheduler(1, [])
+    for _ in range(3):
+        with sched.slot("cpu", "clicker", lambda *_: None):
+            pass
+    with pytest.raises(Busy) as busy:
+        with sched.slot("cpu", "clicker", lambda *_: None):
+            pass
+    assert "too many jobs" in str(busy.value)
+    with sched.slot("cpu", "someone-else", lambda *_: None):
+        pass
+    time.sleep(0.15)
+    with sched.slot("cpu", "clicker", lambda *_: None):
+        pass
+
+
+def test_cache_key_depends_on_what_the_request_says():
+    k = cache.request_key("compile", "gemm", "text", {"block_M": 64}, "sm_90a", {})
+    assert k == cache.request_key("compile", "gemm", "text", {"block_M": 64}, "sm_90a", {})
+    for other in [("compile", "gemm", "text ", {"block_M": 64}, "sm_90a", {}),
+                  ("compile", "gemm", "text", {"block_M": 128}, "sm_90a", {}),
+                  ("compile", "gemm", "text", {"block_M": 64}, "sm_80", {}),
+                  ("run", "gemm", "text", {"block_M": 64}, "sm_90a", {})]:
+        assert cache.request_key(*other) != k
+    assert cache.request_key("compile", "vector_add", None, {}, "sm_90a", {}) == \
+        cache.request_key("compile", "vector_add", VECTOR_ADD, {}, "sm_90a", {}), "no source means the built-in text"
+    assert not cache.cacheable("compile", {"ok": False, "error": {"stage": "timeout"}})
+    assert cache.cacheable("compile", {"ok": False, "error": {"stage": "nvcc"}})
+    assert not cache.cacheable("run", {"ok": True, "error": None})
+
+
+def test_job_environment_is_cleared():
+    os.environ["PLAYGROUND_PASSWORD"] = "hunter2"
+    try:
+        env = sandbox.job_env("/job", None)
+    finally:
+        del os.environ["PLAYGROUND_PASSWORD"]
+    assert "PLAYGROUND_PASSWORD" not in env and env["HOME"] == "/job"
+    assert env["TILELANG_CACHE_DIR"] == "/job/tilelang-cache" and env["CUDA_VISIBLE_DEVICES"] == ""
+    assert set(env) <= {"PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "PYTHONPATH", "PYTHONUNBUFFERED", "LANG",
+                        "PYTHONDONTWRITEBYTECODE", "PLAYGROUND_JOB_DIR", "PLAYGROUND_CACHE_DIR", "PLAYGROUND_NPROC",
+                        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TVM_NUM_THREADS", "TZ",
+                        "LC_ALL", "LD_LIBRARY_PATH", "CUDA_DEVICE_ORDER"} | \
+        {k for k in env if k.startswith(sandbox.PASSED_ENV_PREFIXES)}
+
+
+# -- run_job end to end ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def server():
+    jobs.start()
+    yield runner.state()
+    jobs.shutdown()
+
+
+def test_health_says_how_jobs_run(server):
+    h = jobs.health()
+    assert h["ok"] is True and h["sandbox"] in ("bwrap", "none") and h["sandbox_why"]
+    assert set(h["queue"]) >= {"cpu", "gpu", "limit"} and "gpu" in h
+    json.dumps(h)
+
+
+def test_compile_then_the_warm_path_answers_in_under_a_second(server):
+    server.cache.clear()
+    progress = []
+    cold = jobs.run_job("compile", "vector_add", VECTOR_ADD, {"threads": 128}, session="warm",
+                        on_progress=lambda w, f: progress.append(w))
+    assert cold["ok"], cold["error"]
+    assert cold["resources"]["registers"] and not cold.get("cached")
+    start = time.monotonic()
+    warm = jobs.run_job("compile", "vector_add", VECTOR_ADD, {"threads": 128}, session="warm")
+    assert time.monotonic() - start < 1.0 and warm["cached"] and warm["cuda"] == cold["cuda"]
+
+
+def test_the_job_sees_no_secret_and_no_gpu_and_its_own_folder(server):
+    os.environ["PLAYGROUND_PASSWORD"] = "hunter2"
+    try:
+        text = with_import("import os, json\nraise RuntimeError(json.dumps({'env': [k for k in os.environ if "
+                           "'PASSWORD' in k], 'cwd': os.getcwd(), 'uid': os.getuid(), 'home': os.environ['HOME']}))")
+        r = jobs.run_job("compile", "vector_add", text, {}, session="env")
+    finally:
+        del os.environ["PLAYGROUND_PASSWORD"]
+    seen = json.loads(r["error"]["message"].split("RuntimeError: ", 1)[1])
+    assert seen["env"] == [] and seen["cwd"] == seen["home"]
+    if server.mode.kind == "bwrap":
+        assert seen["cwd"] == "/job"
+    if os.geteuid() == 0 and sandbox.use_job_uids():
+        assert seen["uid"] >= sandbox.JOB_UID_BASE, "jobs of a root server run as a uid of their own"
+
+
+def test_timeout_kills_children_and_escaped_grandchildren(server):
+    text = with_import("import subprocess, os\nsubprocess.Popen(['sleep', '300'])\n"
+                       "subprocess.Popen(['setsid', 'sleep', '301'], start_new_session=True)\n"
+                       "while True:\n    pass")
+    start = time.monotonic()
+    r = jobs.run_job("compile", "vector_add", text, {}, session="kids", timeout=8)
+    assert r["error"]["stage"] == "timeout" and time.monotonic() - start < 20, r["error"]
+    time.sleep(0.5)
+    left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and
+            p.info["cmdline"][:2] in (["sleep", "300"], ["setsid", "sleep"], ["sleep", "301"])]
+    assert not left, left
+
+
+def test_run_without_a_gpu_says_so_at_once(server):
+    if server.gpus:
+        pytest.skip("this machine has a GPU")
+    start = time.monotonic()
+    r = jobs.run_job("run", "vector_add", None, {}, session="nogpu")
+    assert r["error"]["stage"] == "device" and "no CUDA GPU" in r["error"]["message"]
+    assert time.monotonic() - start < 1
+
+
+def test_bad_requests_are_answers_not_exceptions(server):
+    assert jobs.run_job("explode", "gemm", None, {})["error"]["stage"] == "parameters"
+    assert jobs.run_job("compile", "gemm", 42, {})["error"]["stage"] == "parameters"
+    assert jobs.run_job("compile", "gemm", None, {"x": object()})["error"]["stage"] == "parameters"
+    r = jobs.run_job("compile", "no_such_kernel", None, {}, session="bad")
+    assert r["ok"] is False and r["error"]["stage"] == "parameters"
