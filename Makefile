@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 PYTHON ?= python3
 APT    := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
-.PHONY: run test setup setup-test system-packages
+.PHONY: run test setup setup-test system-packages test-packages
 run: setup
 	$(PY) app.py
 
@@ -12,7 +12,7 @@ test: setup-test
 	$(PY) -m pytest -q
 
 setup: $(VENV)/.app-installed system-packages
-setup-test: $(VENV)/.test-installed system-packages
+setup-test: $(VENV)/.test-installed system-packages test-packages
 
 $(VENV)/.app-installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,8 +24,15 @@ $(VENV)/.test-installed: requirements.txt requirements-dev.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $(VENV)/.app-installed $@
 
-# Debian packages: bubblewrap sandboxes each job; chromium is the browser the page's end-to-end test drives.
+# System packages, Debian or Ubuntu. The app's: bubblewrap sandboxes each job (the Dockerfile gets it through
+# `make setup`, so the image, the README and CI install it with this one recipe). The tests' own: chromium, the
+# browser the page's end-to-end test drives.
+APP_PACKAGES  := bubblewrap
+TEST_PACKAGES := chromium
 system-packages:
-	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
-	 command -v chromium >/dev/null || missing="$$missing chromium"; \
-	 if [ -n "$$missing" ]; then $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq $$missing; fi
+	@command -v bwrap >/dev/null || { $(APT) update -qq && \
+	 DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq --no-install-recommends $(APP_PACKAGES); }
+
+test-packages:
+	@command -v chromium >/dev/null || { $(APT) update -qq && \
+	 DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq $(TEST_PACKAGES); }
