@@ -124,7 +124,7 @@ def test_resources_table():
         "registers": 168, "shared_bytes": 148480, "static_shared_bytes": 1024, "dynamic_shared_bytes": 147456,
         "spill_bytes": 0, "threads": 384, "grid": [16, 32, 1], "block": [384, 1, 1]}}
     html = views.resources_html(result)
-    for text in ("168", "145 KiB", "0 B", "384", "16 × 32 × 1", "sm_90a", "2.50 s"):
+    for text in ("168", "145 KiB", "0 B", "384", "16 × 32", "sm_90a", "2.50 s"):
         assert text in html, text
     spilled = views.resources_html({"resources": {**result["resources"], "spill_bytes": 64}})
     assert "pg-stat bad" in spilled

@@ -12,7 +12,7 @@ import gradio as gr
 
 from . import api, charts, controls as ctl, engine, history as hist, views
 from .highlight import code_html, source_line_choices
-from .styles import SCROLL_TO_ERROR_JS
+from .styles import SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
 
 ENGINE_CONCURRENCY = int(os.environ.get("PLAYGROUND_UI_CONCURRENCY", "16"))  # the engine queues the GPU itself
 DRAFT_KEY = "tilelang-playground-draft"
@@ -466,7 +466,7 @@ class Page:
                     self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b}
         inputs = self.setup | {self.last, self.history}
         self.compile_btn.click(self.on_compile, inputs, common | compiled, **engine_kw).then(
-            None, [self.error_line], None, js=SCROLL_TO_ERROR_JS)
+            None, [self.error_line], None, js=SCROLL_TO_ERROR_JS).then(None, None, None, js=SCROLL_TO_MARK_JS)
         self.run_btn.click(self.on_run, inputs, common | compiled | {
             self.verify, self.speed, self.speed_plot, self.results_tabs}, **engine_kw).then(
             None, [self.error_line], None, js=SCROLL_TO_ERROR_JS)
@@ -482,7 +482,7 @@ class Page:
                               {*self.p_slots, *self.t_slots, self.draft, self.share, self.py_dl, self.status},
                               api_visibility="private", **light)
         self.src_line.input(self.cuda_view, [self.last, self.src_line], self.cuda, api_visibility="private",
-                            **light)
+                            **light).then(None, None, None, js=SCROLL_TO_MARK_JS)
         for comp in (self.cmp_a, self.cmp_b):
             comp.change(self.on_compare, [self.history, self.cmp_a, self.cmp_b], self.diff,
                         api_visibility="private", **light)

@@ -160,3 +160,15 @@ SCROLL_TO_ERROR_JS = """
   return [];
 }
 """
+
+# Bring the first marked CUDA line into view inside its pane (not the page), after a source line is chosen.
+SCROLL_TO_MARK_JS = """
+() => {
+  setTimeout(() => {
+    const pane = document.querySelector("#pg-cuda .pg-code");
+    const mark = pane && (pane.querySelector(".pg-line.pg-mark") || pane.querySelector(".pg-line.pg-error"));
+    if (pane && mark) pane.scrollTop = Math.max(0, mark.offsetTop - pane.clientHeight / 4);
+  }, 60);
+  return [];
+}
+"""

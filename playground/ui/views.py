@@ -54,7 +54,11 @@ def fmt_ms(x) -> str:
 
 
 def dims(v) -> str:
+    """"32 × 16", "384": a launch shape without its trailing ones."""
     if isinstance(v, (list, tuple)):
+        v = list(v)
+        while len(v) > 1 and v[-1] == 1:
+            v.pop()
         return " × ".join(str(x) for x in v)
     return "–" if v is None else str(v)
 
@@ -78,23 +82,28 @@ def resources_html(result: dict | None) -> str:
         return placeholder("Compile to see registers, shared memory and spills.")
     spills = r.get("spill_bytes") or 0
     regs = r.get("registers")
+    # per thread: registers; per block: shared memory, threads; spills: local-memory traffic ptxas had to add
     cells = [
-        ("Registers / thread", esc(regs if regs is not None else "–"),
+        ("Registers", esc(regs if regs is not None else "–"),
          "warn" if isinstance(regs, int) and regs >= 255 else ""),
-        ("Shared memory / block", esc(fmt_bytes(r.get("shared_bytes"))) + (
-            f'<small>static {esc(fmt_bytes(r.get("static_shared_bytes")))} + dynamic '
-            f'{esc(fmt_bytes(r.get("dynamic_shared_bytes")))}</small>' if r.get("dynamic_shared_bytes") else ""), ""),
+        ("Shared memory", esc(fmt_bytes(r.get("shared_bytes"))) + (
+            f'<small>{esc(fmt_bytes(r.get("static_shared_bytes")))} static + '
+            f'{esc(fmt_bytes(r.get("dynamic_shared_bytes")))} dynamic</small>' if r.get("dynamic_shared_bytes")
+            else ""), ""),
         ("Spills", esc(fmt_bytes(spills)) + (
             f'<small>{esc(r.get("spill_stores", 0))} B stores, {esc(r.get("spill_loads", 0))} B loads</small>'
             if spills else ""), "bad" if spills else "good"),
-        ("Threads / block", esc(r.get("threads", "–")), ""),
+        ("Threads", esc(r.get("threads", "–")), ""),
         ("Grid", esc(dims(r.get("grid"))), ""),
         ("Block", esc(dims(r.get("block"))), ""),
     ]
     if r.get("stack_bytes"):
         cells.append(("Stack frame", esc(fmt_bytes(r["stack_bytes"])), "warn"))
-    items = "".join(f'<div class="pg-stat {c}"><span class="k">{k}</span><span class="v">{v}</span></div>'
-                    for k, v, c in cells)
+    titles = {"Registers": "registers per thread (ptxas); 255 is the most a thread can have",
+              "Shared memory": "shared memory per block", "Spills": "bytes spilled to local memory (slow)",
+              "Threads": "threads per block", "Grid": "blocks launched", "Block": "block shape"}
+    items = "".join(f'<div class="pg-stat {c}" title="{esc(titles.get(k, k))}"><span class="k">{k}</span>'
+                    f'<span class="v">{v}</span></div>' for k, v, c in cells)
     meta = []
     if result.get("arch"):
         meta.append(f"target {esc(result['arch'])}")
