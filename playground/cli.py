@@ -64,10 +64,10 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
     from . import catalogue
     result: dict = {"ok": False, "kernel": kernel_name, "action": action}
     try:
-        kernel = catalogue.load(kernel_name, source, workdir)
-        config = kernel.resolve(params or {})
-        result["config"] = config.to_json()
         with contextlib.redirect_stdout(sys.stderr):  # a print() in the user's code must not corrupt our JSON
+            kernel = catalogue.load(kernel_name, source, workdir)
+            config = kernel.resolve(params or {})
+            result["config"] = config.to_json()
             if action == "compile":
                 from .compile import compile_kernel
                 result = compile_kernel(kernel, config, arch)
