@@ -4,7 +4,6 @@ Opens a link that carries a kernel, picks another kernel, changes parameters, co
 CUDA and the resource table; then the error view for a broken source, and the draft surviving a reload. Screenshots
 go to tests/artifacts/ (git-ignored)."""
 import os
-import re
 import shutil
 import socket
 import time

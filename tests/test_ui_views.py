@@ -208,7 +208,8 @@ GEMM_DESCRIBE = {
                  "num_stages": 3, "threads": 256, "swizzle_panel": 10},
     "space": {"block_M": [64, 128, 256], "block_N": [64, 128, 256], "block_K": [32, 64], "num_stages": [2, 3, 4],
               "threads": [128, 256], "swizzle_panel": [0, 10]},
-    "options": {}, "presets": {"4096³": {"M": 4096, "N": 4096, "K": 4096}, "2048³": {"M": 2048, "N": 2048, "K": 2048}},
+    "options": {},
+    "presets": {"4096³": {"M": 4096, "N": 4096, "K": 4096}, "2048³": {"M": 2048, "N": 2048, "K": 2048}},
 }
 ATTN_DESCRIBE = {
     "name": "attn", "dtypes": ["float16"], "problem": ["batch", "seq", "causal"],

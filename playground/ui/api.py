@@ -36,7 +36,8 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, requ
 
 
 def compile(kernel: str, source: str = "", params: dict | None = None, request: gr.Request = None) -> dict:
-    """Compile a kernel: generated CUDA, PTX, host code, registers/shared memory/spills and the CUDA → source line map."""
+    """Compile a kernel: generated CUDA, PTX, host code, registers/shared memory/spills, the CUDA → source line
+    map."""
     return call("compile", kernel, source, params, request)
 
 

@@ -82,17 +82,19 @@ class Page:
 
             with gr.Row(elem_id="pg-toolbar", equal_height=True):
                 self.kernel = gr.Dropdown(self.names, value=self.default_kernel, label="Kernel", scale=2,
-                                          elem_id="pg-kernel", interactive=True)
-                self.preset = gr.Dropdown(list(first.presets) + [ctl.CUSTOM], value=ctl.preset_for(
-                    first, first.defaults()), label="Problem size", scale=3, elem_id="pg-preset")
-                self.dtype = gr.Dropdown(first.dtypes, value=first.dtype, label="dtype", scale=1,
+                                          min_width=140, elem_id="pg-kernel", interactive=True)
+                self.preset = gr.Dropdown(list(first.presets) + [ctl.CUSTOM],
+                                          value=ctl.preset_for(first, first.defaults()), label="Problem size",
+                                          scale=3, min_width=150, elem_id="pg-preset")
+                self.dtype = gr.Dropdown(first.dtypes, value=first.dtype, label="dtype", scale=1, min_width=120,
                                          elem_id="pg-dtype")
                 self.arch = gr.Dropdown(self.arch_options, value=AUTO, label="Target arch", scale=1,
-                                        elem_id="pg-arch")
-                self.compile_btn = gr.Button("Compile", variant="primary", scale=1, elem_id="pg-compile")
-                self.run_btn = gr.Button("Run ▶", variant="primary", scale=1, elem_id="pg-run")
-                self.tune_btn = gr.Button("Autotune", scale=1, elem_id="pg-tune")
-                self.reset_btn = gr.Button("Reset", variant="secondary", scale=1, elem_id="pg-reset")
+                                        min_width=110, elem_id="pg-arch")
+                button = dict(scale=1, min_width=96)
+                self.compile_btn = gr.Button("Compile", variant="primary", elem_id="pg-compile", **button)
+                self.run_btn = gr.Button("Run ▶", variant="primary", elem_id="pg-run", **button)
+                self.tune_btn = gr.Button("Autotune", elem_id="pg-tune", **button)
+                self.reset_btn = gr.Button("Reset", variant="secondary", elem_id="pg-reset", **button)
             self.status = gr.HTML(views.status_html("", None), elem_id="pg-status")
 
             with gr.Row(equal_height=False, elem_id="pg-panes"):
@@ -107,12 +109,12 @@ class Page:
                     with gr.Accordion("Parameters", open=True, elem_id="pg-params"):
                         with gr.Row():
                             self.p_slots = [gr.Dropdown(choices=[], label=f"p{i}", visible=False,
-                                                        allow_custom_value=True, min_width=110,
+                                                        allow_custom_value=True, min_width=96,
                                                         elem_classes="pg-slot")
                                             for i in range(ctl.PROBLEM_SLOTS)]
                         with gr.Row():
                             self.t_slots = [gr.Dropdown(choices=[], label=f"t{i}", visible=False,
-                                                        allow_custom_value=True, min_width=110,
+                                                        allow_custom_value=True, min_width=96,
                                                         elem_classes="pg-slot")
                                             for i in range(ctl.TILE_SLOTS)]
                     with gr.Row():

@@ -66,7 +66,7 @@ CSS = """
                  vertical-align: middle; }
 
 /* resources */
-.pg-resources { display: grid; grid-template-columns: repeat(auto-fit, minmax(104px, 1fr)); gap: 8px; }
+.pg-resources { display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); gap: 8px; }
 .pg-stat { border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 6px 10px;
            background: var(--block-background-fill); }
 .pg-stat .k { display: block; font-size: 0.75rem; color: var(--body-text-color-subdued); }
@@ -93,6 +93,7 @@ CSS = """
 /* tables and cards */
 .pg-table { width: 100%; border-collapse: collapse; font-size: 0.88rem; font-variant-numeric: tabular-nums;
             border: 0 !important; }
+.pg-table tr { border: 0 !important; }
 .pg-table th, .pg-table td { border-top: 0 !important; border-left: 0 !important; border-right: 0 !important; }
 .pg-table th { text-align: left; font-weight: 600; color: var(--body-text-color-subdued);
                border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; }

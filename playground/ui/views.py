@@ -160,7 +160,8 @@ def status_html(action: str, result: dict | None) -> str:
             text += f", {result['tflops']:.1f} TFLOP/s, {result.get('gbps', 0):.0f} GB/s"
     elif action == "tune":
         best = result.get("best") or {}
-        text = f"✓ tuned {kernel}: best {esc(tile_label(best.get('tile') or {}))} at {esc(fmt_ms(best.get('median_ms')))}"
+        text = (f"✓ tuned {kernel}: best {esc(tile_label(best.get('tile') or {}))} at "
+                f"{esc(fmt_ms(best.get('median_ms')))}")
     else:
         text = f"✓ {esc(action)} of {kernel} done"
     return f'<div class="pg-status ok">{text}</div>'
@@ -246,7 +247,8 @@ def speed_html(result: dict | None) -> str:
             return placeholder(f"Not timed: {err.get('stage')}: {first_sentence(err.get('message', ''))}")
         return placeholder("Run the kernel to time it against its baselines.")
     cards = [
-        ("Kernel time", fmt_ms(t.get("median_ms")), f"p20–p80 {fmt_ms(t.get('p20_ms'))} – {fmt_ms(t.get('p80_ms'))}"),
+        ("Kernel time", fmt_ms(t.get("median_ms")),
+         f"p20–p80 {fmt_ms(t.get('p20_ms'))} – {fmt_ms(t.get('p80_ms'))}"),
         ("Throughput", f"{result.get('tflops', 0):.1f} TFLOP/s", f"{result.get('gbps', 0):,.0f} GB/s"),
     ]
     mm, bw = result.get("percent_of_matmul_peak"), result.get("percent_of_copy_bandwidth")
