@@ -59,6 +59,8 @@ def test_compile_of_edited_source_with_params_left_out(client):
     source = gemm_source().replace('accum_dtype = "float32"', 'accum_dtype = "float32"  # edited', 1)
     result = client.predict(kernel="vector_add", api_name="/compile")  # source and params left out
     assert result["ok"], result.get("error")
+    result = client.predict("vector_add", "", {"arch": "sm_80"}, api_name="/compile")  # "arch" picks the target
+    assert result["ok"] and result["arch"] == "sm_80", result.get("error")
     result = client.predict("gemm", source, {**SMALL, "block_N": 128}, api_name="/compile")
     assert result["ok"], result.get("error")
     assert result["config"]["tile"]["block_N"] == 128

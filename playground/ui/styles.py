@@ -99,7 +99,7 @@ CSS = """
                border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; }
 .pg-table td { border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; vertical-align: top; }
 .pg-table small { color: var(--body-text-color-subdued); }
-.pg-pill { display: inline-block; padding: 1px 8px; border-radius: 999px; font-weight: 650; font-size: 0.8rem; }
+.pg-pill { display: inline-block; white-space: nowrap; padding: 1px 8px; border-radius: 999px; font-weight: 650; font-size: 0.8rem; }
 .pg-pill.good { background: rgba(22,163,74,0.15); color: #16a34a; }
 .pg-pill.bad { background: rgba(220,38,38,0.15); color: #dc2626; }
 .pg-verdict { font-weight: 600; margin-bottom: 8px; }
