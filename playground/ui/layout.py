@@ -268,6 +268,8 @@ class Page:
                self.arch: arch or AUTO, self.status: status, self.last: None,
                self.resources: views.resources_html(None),
                self.cu_dl: gr.update(value=None, interactive=False)}
+        out.update({self.verify: views.verification_html(None), self.speed: views.speed_html(None),
+                    self.speed_plot: plot(None)})  # results of another kernel would mislead
         out.update(self.slot_updates(c, values))
         out.update(self.panes(None))
         out.update(self.error_outputs(None, source))
@@ -300,7 +302,8 @@ class Page:
             notes.append("ignored unknown parameters: " + ", ".join(unknown))
         dtype = values.pop("dtype", c.dtype)
         edited = not engine.is_original(kernel, source)
-        text = (f"Loaded {kernel} from the link." if query.get("kernel") == kernel else
+        text = (f"Loaded {kernel} from the link" + (", over your edited draft of it." if restored and edited
+                                                    else ".") if query.get("kernel") == kernel else
                 f"Restored your draft of {kernel}" + (" (edited)." if edited else ".") if restored else
                 "Ready. Edit the kernel or its parameters, then Compile or Run.")
         if notes:
@@ -445,7 +448,7 @@ class Page:
         everything = {self.kernel, self.editor, self.preset, self.dtype, self.arch, self.status, self.last,
                       self.resources, self.cu_dl, self.cuda, self.ptx, self.host, self.src_line, self.error_box,
                       self.log_acc, self.log, self.error_line, self.draft, self.share, self.py_dl, *self.p_slots,
-                      *self.t_slots}
+                      *self.t_slots, self.verify, self.speed, self.speed_plot}
         demo.load(self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
                   **light)
         self.kernel.input(self.on_kernel, self.setup, everything, api_visibility="private", **light)
