@@ -129,6 +129,11 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
     page.wait_for_selector("#pg-cuda .pg-line.pg-mark")
     assert page.locator("#pg-cuda .pg-line.pg-mark").count() > 0
 
+    # The cursor on a source line in the editor marks the CUDA generated from it (client-side, no request).
+    page.evaluate("() => { document.querySelector('#pg-editor .cm-scroller').scrollTop = 300; }")
+    page.locator("#pg-editor .cm-line", has_text="T.gemm(A_shared").first.click()
+    page.wait_for_selector("#pg-cuda .pg-line.pg-sel")
+
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "browser_compile.png"), full_page=True)
 

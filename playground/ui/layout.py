@@ -18,8 +18,10 @@ ENGINE_CONCURRENCY = int(os.environ.get("PLAYGROUND_UI_CONCURRENCY", "16"))  # t
 DRAFT_KEY = "tilelang-playground-draft"
 DRAFT_SECRET = os.environ.get("PLAYGROUND_DRAFT_SECRET", "tilelang-playground")  # localStorage obfuscation only
 AUTO = "auto"
-LEGEND = ('<div class="pg-legend">Hover a line to light up its siblings from the same source line.'
+LEGEND = ('<div class="pg-legend">Click or select lines in the editor, or hover a CUDA line, to see what came '
+          'from where.'
           '<span class="sw" style="background:#388bfd"></span>chosen source line'
+          '<span class="sw" style="background:#a371f7"></span>editor selection'
           '<span class="sw" style="background:#d29922"></span>hover'
           '<span class="sw" style="background:#f85149"></span>error line</div>')
 

@@ -49,6 +49,7 @@ CSS = """
 .pg-line .pg-tx { white-space: pre; }
 .pg-line.pg-has-src { cursor: help; }
 .pg-line.pg-mark { background: rgba(56,139,253,0.20); border-left-color: #388bfd; }
+.pg-line.pg-sel { background: rgba(163,113,247,0.24); border-left-color: #a371f7; }
 .pg-line.pg-hover { background: rgba(210,153,34,0.20); border-left-color: #d29922; }
 .pg-line.pg-error { background: rgba(248,81,73,0.22); border-left-color: #f85149; }
 .pg-line.pg-cut { color: #8b949e; font-style: italic; }
@@ -135,6 +136,44 @@ HEAD = """
     pane.querySelectorAll(`.pg-line[data-src="${line.dataset.src}"]`).forEach((el) => {
       el.classList.add("pg-hover"); lit.push(el);
     });
+  });
+
+  // The cursor or selection in the editor marks the CUDA lines generated from those source lines. CodeMirror
+  // keeps the DOM selection in step, and its gutter tells a line element's number (lines are rendered lazily, so
+  // counting .cm-line elements would be wrong).
+  const lineOf = (node) => {
+    const el = node && (node.nodeType === 1 ? node : node.parentElement);
+    const line = el && el.closest(".cm-line");
+    if (!line) return null;
+    const top = line.getBoundingClientRect().top;
+    let best = null, dist = 1e9;
+    line.closest(".cm-editor").querySelectorAll(".cm-lineNumbers .cm-gutterElement").forEach((g) => {
+      const d = Math.abs(g.getBoundingClientRect().top - top);
+      if (d < dist && /^\d+$/.test(g.textContent.trim())) { dist = d; best = parseInt(g.textContent.trim(), 10); }
+    });
+    return dist < 4 ? best : null;
+  };
+  const markSelection = () => {
+    const sel = window.getSelection();
+    const editor = document.querySelector("#pg-editor");
+    if (!sel || !sel.anchorNode || !editor || !editor.contains(sel.anchorNode)) return;
+    let a = lineOf(sel.anchorNode), b = lineOf(sel.focusNode);
+    if (a === null) return;
+    if (b === null) b = a;
+    if (a > b) [a, b] = [b, a];
+    const pane = document.querySelector("#pg-cuda .pg-code");
+    if (!pane) return;
+    pane.querySelectorAll(".pg-sel").forEach((el) => el.classList.remove("pg-sel"));
+    let first = null;
+    pane.querySelectorAll(".pg-line[data-src]").forEach((el) => {
+      const src = parseInt(el.dataset.src, 10);
+      if (src >= a && src <= b) { el.classList.add("pg-sel"); first = first || el; }
+    });
+    if (first) pane.scrollTop = Math.max(0, first.offsetTop - pane.clientHeight / 4);
+  };
+  document.addEventListener("mouseup", () => setTimeout(markSelection, 0));
+  document.addEventListener("keyup", (ev) => {
+    if (/^(Arrow|Page|Home|End)/.test(ev.key)) setTimeout(markSelection, 0);
   });
 })();
 </script>
