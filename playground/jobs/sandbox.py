@@ -144,12 +144,14 @@ def remove_job_dir(path: Path) -> None:
 def job_env(job_dir: str, uid: int | None, gpu_index: int | None = None) -> dict[str, str]:
     """Only what a job needs: no server secrets (a password, tokens) reach user code."""
     venv_bin = str(Path(sys.executable).parent)
-    path = [venv_bin, "/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin"]
+    # The server's PATH too (a CUDA or a TileLang installed beside the venv); in bwrap only what is bound exists.
+    path = [venv_bin, *os.environ.get("PATH", "").split(":"), "/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin",
+            "/bin"]
     threads = str(limits.THREADS_PER_POOL)
     env = {
-        "PATH": ":".join(dict.fromkeys(path)),
+        "PATH": ":".join(dict.fromkeys(p for p in path if p)),
         "HOME": job_dir, "TMPDIR": f"{job_dir}/tmp", "USER": "job", "LOGNAME": "job",
-        "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": ":".join([str(ROOT), *extra_pythonpath()]), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
         "PLAYGROUND_JOB_DIR": job_dir,
         "PLAYGROUND_CACHE_DIR": f"{job_dir}/cache",
         "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
@@ -170,11 +172,19 @@ def job_env(job_dir: str, uid: int | None, gpu_index: int | None = None) -> dict
     return env
 
 
+def extra_pythonpath() -> list[str]:
+    """The server's own PYTHONPATH entries (a TileLang carried in beside the system Python, as on the GPU test
+    host), passed on to jobs and bound read-only into their sandbox."""
+    root = str(ROOT)
+    return [p for p in os.environ.get("PYTHONPATH", "").split(":") if p and os.path.isdir(p)
+            and os.path.realpath(p) != root and not os.path.realpath(p).startswith(root + "/")]
+
+
 # -- the bwrap command line ---------------------------------------------------------------------------------------
 def _readonly_paths() -> list[str]:
     paths = ["/usr", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
              "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime",
-             sys.base_prefix, sys.prefix, str(ROOT / "playground"), str(ROOT / "kernels")]
+             sys.base_prefix, sys.prefix, str(ROOT / "playground"), str(ROOT / "kernels"), *extra_pythonpath()]
     cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if cuda:
         paths.append(cuda)
@@ -205,7 +215,12 @@ def bwrap_command(job_dir: Path, argv: list[str], gpu: bool, privileged: bool) -
             cmd += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top) and not top.startswith("/usr"):
             cmd += ["--ro-bind", top, top]
-    made = {"/"}
+    # The writable places first, so that a read-only bind under /tmp (a carried-in TileLang) lands on top.
+    cmd += ["--proc", "/proc", "--dev", "/dev",
+            "--bind", str(job_dir), INSIDE,
+            "--bind", str(job_dir / "tmp"), "/tmp",
+            "--bind", str(job_dir / "shm"), "/dev/shm"]
+    made = {"/", "/tmp", "/dev", "/proc", INSIDE}
     for p in _readonly_paths():
         # Folders above a bind are made world-traversable (bwrap would make them 0700 and root's in privileged mode,
         # closing them to the job uid); they hold nothing but the bind.
@@ -214,10 +229,6 @@ def bwrap_command(job_dir: Path, argv: list[str], gpu: bool, privileged: bool) -
                 made.add(str(parent))
                 cmd += ["--perms", "0755", "--dir", str(parent)]
         cmd += ["--ro-bind", p, p]
-    cmd += ["--proc", "/proc", "--dev", "/dev",
-            "--bind", str(job_dir), INSIDE,
-            "--bind", str(job_dir / "tmp"), "/tmp",
-            "--bind", str(job_dir / "shm"), "/dev/shm"]
     if gpu:
         for dev in gpu_devices():
             cmd += ["--dev-bind", dev, dev]

@@ -1,0 +1,189 @@
+"""Load test: N concurrent browser sessions (gradio_client) compiling on CPU for a bounded time.
+
+    python tests/load/load_test.py [--sessions 30] [--seconds 180] [--out bench/load.json]
+
+Starts `python app.py --port PORT` on the loopback, waits for /health, then runs N sessions side by side, each a
+gradio_client.Client of its own (so a session of its own on the server, as 30 students' tabs are). Each session,
+until the time is up, edits and compiles like a student: mostly parameter changes of the built-in vector_add (which
+the class shares, so many answers come from the result cache), and every third request an edit of its own to the
+source (a compile nobody did before). It waits for each answer before sending the next, as a page does.
+
+Counts as failed: an exception from the client, or an answer that is not ok (busy and timeouts included). Reports
+p50/p95/max latency (all, cold, cached), throughput, and whether any job process or folder outlived the server.
+Traffic goes to 127.0.0.1 only; the loops are bounded in count and time and stop by themselves.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+UID_BASE = 64000  # a uid range of its own, apart from a developer's server and the tests
+VARIANTS = [{"block_N": b, "threads": t} for b in (4096, 8192, 16384) for t in (128, 256, 512)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(port: int, log_path: Path) -> subprocess.Popen:
+    env = {**os.environ, "PLAYGROUND_JOB_UID_BASE": str(UID_BASE), "GRADIO_ANALYTICS_ENABLED": "False",
+           "PYTHONUNBUFFERED": "1"}
+    env.pop("PLAYGROUND_PASSWORD", None)
+    env.pop("PLAYGROUND_PASSWORD_FILE", None)
+    log = open(log_path, "w")
+    return subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_health(port: int, timeout: float = 180) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                return json.loads(r.read())
+        except Exception:
+            time.sleep(1)
+    raise RuntimeError("the app did not answer /health")
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return round(values[min(len(values) - 1, int(round(q * (len(values) - 1))))], 3)
+
+
+def session(index: int, url: str, until: float, records: list, lock: threading.Lock) -> None:
+    from gradio_client import Client
+    rng = random.Random(index)
+    source = (ROOT / "kernels" / "vector_add.py").read_text()
+    try:
+        client = Client(url, verbose=False)
+    except Exception as exc:
+        with lock:
+            records.append({"session": index, "ok": False, "error": f"connect: {exc}", "seconds": 0.0})
+        return
+    n = 0
+    while time.monotonic() < until and n < 200:
+        n += 1
+        own_edit = n % 3 == 0
+        text = source + f"\n# session {index}, edit {n}\n" if own_edit else ""
+        params = rng.choice(VARIANTS)
+        start = time.monotonic()
+        try:
+            result = client.predict("vector_add", text, params, api_name="/compile")
+            ok = bool(result.get("ok"))
+            error = None if ok else result.get("error")
+            cached = bool(result.get("cached"))
+        except Exception as exc:
+            ok, error, cached = False, f"{type(exc).__name__}: {exc}", False
+        with lock:
+            records.append({"session": index, "ok": ok, "error": error, "cached": cached, "own_edit": own_edit,
+                            "seconds": time.monotonic() - start})
+
+
+def job_processes() -> list[str]:
+    out = []
+    for p in psutil.process_iter(["cmdline", "uids"]):
+        try:
+            uid = p.info["uids"].real
+            if UID_BASE <= uid < UID_BASE + 1000:
+                out.append(" ".join(p.info["cmdline"] or [])[:100])
+        except (psutil.Error, AttributeError):
+            pass
+    return out
+
+
+def run(sessions: int, seconds: float, out: Path | None) -> dict:
+    port = free_port()
+    log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"load-app-{port}.log"
+    app = start_app(port, log_path)
+    try:
+        health = wait_health(port)
+        time.sleep(5)  # let the spare workers start
+        url = f"http://127.0.0.1:{port}/"
+        records: list = []
+        lock = threading.Lock()
+        started = time.monotonic()
+        until = started + seconds
+        threads = [threading.Thread(target=session, args=(i, url, until, records, lock), daemon=True)
+                   for i in range(sessions)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=seconds + 600)
+        wall = time.monotonic() - started
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
+            health_after = json.loads(r.read())
+        app_tree = {p.pid for p in psutil.Process(app.pid).children(recursive=True)}
+    finally:
+        app.send_signal(signal.SIGINT)  # gradio shuts down and the job layer's atexit removes its spares
+        try:
+            app.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(app.pid, signal.SIGKILL)
+            app.wait()
+    time.sleep(2)
+    left = job_processes() + [f"pid {pid}" for pid in app_tree if psutil.pid_exists(pid)
+                              and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    jobs_dir = Path("/tmp") / f"playground-jobs-{os.geteuid()}" / f"server-{app.pid}"
+    times = [r["seconds"] for r in records]
+    cold = [r["seconds"] for r in records if r["ok"] and not r["cached"]]
+    cached = [r["seconds"] for r in records if r["ok"] and r["cached"]]
+    failed = [r for r in records if not r["ok"]]
+    report = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                 text=True).stdout.strip(),
+        "machine": {"cores": os.cpu_count(), "gpu": health.get("gpu"), "sandbox": health.get("sandbox"),
+                    "sandbox_why": health.get("sandbox_why"), "cpu_slots": health["queue"]["cpu"]["slots"]},
+        "sessions": sessions, "seconds": seconds, "wall_seconds": round(wall, 1),
+        "requests": len(records), "failed": len(failed), "failures": failed[:10],
+        "cold_compiles": len(cold), "cached_answers": len(cached),
+        "throughput_per_s": round(len(records) / wall, 2) if wall else None,
+        "latency_s": {"p50": percentile(times, 0.5), "p95": percentile(times, 0.95), "max": percentile(times, 1.0)},
+        "cold_latency_s": {"p50": percentile(cold, 0.5), "p95": percentile(cold, 0.95), "max": percentile(cold, 1.0)},
+        "cached_latency_s": {"p50": percentile(cached, 0.5), "p95": percentile(cached, 0.95)},
+        "mean_s": round(statistics.mean(times), 3) if times else None,
+        "server_after": {"queue": health_after.get("queue"), "cache": health_after.get("cache")},
+        "leaked_processes": left,
+        "leaked_job_folder": jobs_dir.exists(),
+        "app_log": str(log_path),
+    }
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=30)
+    parser.add_argument("--seconds", type=float, default=180)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "load.json")
+    args = parser.parse_args()
+    report = run(args.sessions, args.seconds, args.out)
+    print(json.dumps({k: v for k, v in report.items() if k != "failures"}, indent=1))
+    ok = report["failed"] == 0 and not report["leaked_processes"] and not report["leaked_job_folder"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

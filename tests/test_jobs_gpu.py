@@ -1,0 +1,51 @@
+"""The GPU corpus on a real GPU (run on the H200 through tests/gpu/run.sh): a hung kernel, an out-of-bounds write
+and a GPU-memory bomb each end their own job with a message, and the next job on that GPU runs and verifies."""
+import re
+import time
+
+import pytest
+
+from conftest import ROOT
+from playground import jobs
+from playground.jobs import runner
+from test_jobs_hostile import expectation, leftovers, settle
+
+HOSTILE = ROOT / "tests" / "hostile"
+GPU_NAMES = sorted(p.stem for p in HOSTILE.glob("gpu_*.py"))
+SMALL = {"N": 2**20}
+HANG_TIMEOUT = 60.0  # the run timeout given to the hung kernel: the kill from outside must free the GPU
+
+
+@pytest.fixture(scope="module")
+def server():
+    jobs.start()
+    yield runner.state()
+    jobs.shutdown()
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", GPU_NAMES)
+def test_gpu_harm_ends_its_own_job_and_the_next_job_runs(name, server):
+    expect = expectation(HOSTILE / f"{name}.py")
+    text = (HOSTILE / f"{name}.py").read_text()
+    settle(server)
+    started = time.monotonic()
+    result = jobs.run_job("run", "vector_add", text, SMALL, session=f"gpu-{name}", timeout=HANG_TIMEOUT + 60
+                          if name != "gpu_hang" else HANG_TIMEOUT)
+    elapsed = time.monotonic() - started
+    err = result["error"]
+    print(f"\n{name}: {elapsed:.1f} s, stage {err and err['stage']}: {err and err['message']}")
+    assert not result["ok"] and err
+    assert err["stage"] in expect["stage"].split("|"), err
+    assert re.search(expect["message"], err["message"], re.I), err["message"]
+    assert elapsed < HANG_TIMEOUT + 90
+
+    settle(server)
+    assert leftovers(server) == {"processes": [], "job_dirs": [], "files": []}
+    started = time.monotonic()
+    after = jobs.run_job("run", "vector_add", None, SMALL, session=f"gpu-after-{name}")
+    print(f"next job: {time.monotonic() - started:.1f} s, ok {after['ok']}, "
+          f"{after.get('timing', {}).get('median_ms')} ms")
+    assert after["ok"], after["error"]
+    assert all(v["passed"] for v in after["verification"])
