@@ -122,7 +122,7 @@ def css() -> str:
     return CSS + "\n" + style_css(".pg-code")
 
 
-HEAD = """
+HEAD = r"""
 <script>
 (() => {
   // Hovering a CUDA line lights up every CUDA line that came from the same line of the kernel's source.
