@@ -51,6 +51,7 @@ class _State:
     def close(self) -> None:
         for pool in self.pools.values():
             pool.close()
+        sandbox.remove_jobs_root()
 
 
 _state: _State | None = None

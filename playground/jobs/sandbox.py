@@ -59,6 +59,17 @@ def jobs_root() -> Path:
     return _root
 
 
+def remove_jobs_root() -> None:
+    """At shutdown: remove this server's (by then empty) folder of job folders."""
+    global _root
+    if _root is not None:
+        try:
+            _root.rmdir()
+        except OSError:
+            pass
+        _root = None
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
