@@ -42,9 +42,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(port: int, log_path: Path) -> subprocess.Popen:
+def start_app(port: int, log_path: Path, ui_concurrency: int | None = None) -> subprocess.Popen:
     env = {**os.environ, "PLAYGROUND_JOB_UID_BASE": str(UID_BASE), "GRADIO_ANALYTICS_ENABLED": "False",
            "PYTHONUNBUFFERED": "1"}
+    if ui_concurrency:
+        env["PLAYGROUND_UI_CONCURRENCY"] = str(ui_concurrency)
     env.pop("PLAYGROUND_PASSWORD", None)
     env.pop("PLAYGROUND_PASSWORD_FILE", None)
     log = open(log_path, "w")
@@ -111,10 +113,11 @@ def job_processes() -> list[str]:
     return out
 
 
-def run(sessions: int, seconds: float, out: Path | None) -> dict:
+def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | None = None,
+        note: str = "") -> dict:
     port = free_port()
     log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"load-app-{port}.log"
-    app = start_app(port, log_path)
+    app = start_app(port, log_path, ui_concurrency)
     try:
         health = wait_health(port)
         time.sleep(5)  # let the spare workers start
@@ -154,7 +157,7 @@ def run(sessions: int, seconds: float, out: Path | None) -> dict:
                                  text=True).stdout.strip(),
         "machine": {"cores": os.cpu_count(), "gpu": health.get("gpu"), "sandbox": health.get("sandbox"),
                     "sandbox_why": health.get("sandbox_why"), "cpu_slots": health["queue"]["cpu"]["slots"]},
-        "sessions": sessions, "seconds": seconds, "wall_seconds": round(wall, 1),
+        "sessions": sessions, "seconds": seconds, "ui_concurrency": ui_concurrency or "app default", "note": note, "wall_seconds": round(wall, 1),
         "requests": len(records), "failed": len(failed), "failures": failed[:10],
         "cold_compiles": len(cold), "cached_answers": len(cached),
         "throughput_per_s": round(len(records) / wall, 2) if wall else None,
@@ -178,8 +181,11 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=180)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "load.json")
+    parser.add_argument("--ui-concurrency", type=int, help="PLAYGROUND_UI_CONCURRENCY for the app (its engine "
+                        "endpoints' gradio concurrency limit)")
+    parser.add_argument("--note", default="")
     args = parser.parse_args()
-    report = run(args.sessions, args.seconds, args.out)
+    report = run(args.sessions, args.seconds, args.out, args.ui_concurrency, args.note)
     print(json.dumps({k: v for k, v in report.items() if k != "failures"}, indent=1))
     ok = report["failed"] == 0 and not report["leaked_processes"] and not report["leaked_job_folder"]
     return 0 if ok else 1
