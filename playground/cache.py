@@ -15,9 +15,19 @@ def cache_dir() -> Path:
     return path
 
 
+def _engine_version() -> str:
+    """A hash of the engine's own code that shapes a cached result, so an upgrade never serves a stale line map."""
+    here = Path(__file__).resolve().parent
+    text = "".join((here / name).read_text() for name in ("compile.py", "cache.py"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+ENGINE_VERSION = _engine_version()
+
+
 def key(*parts) -> str:
-    """A stable hash of JSON-able parts (source text, parameters, target, versions)."""
-    blob = json.dumps([FORMAT, *parts], sort_keys=True, default=str)
+    """A stable hash of JSON-able parts (source text, parameters, target, versions) and of the engine's code."""
+    blob = json.dumps([FORMAT, ENGINE_VERSION, *parts], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
