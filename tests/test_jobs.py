@@ -212,3 +212,20 @@ def test_bad_requests_are_answers_not_exceptions(server):
     assert jobs.run_job("compile", "gemm", None, {"x": object()})["error"]["stage"] == "parameters"
     r = jobs.run_job("compile", "no_such_kernel", None, {}, session="bad")
     assert r["ok"] is False and r["error"]["stage"] == "parameters"
+
+
+def test_gpu_ceilings_come_only_from_jobs_without_user_code_and_reach_later_jobs(tmp_path):
+    class FakeJob:
+        def __init__(self, d):
+            self.dir, self.uid = d, None
+    st = type("S", (), {"ceilings": {}})()
+    first = FakeJob(tmp_path / "a")
+    (first.dir / "cache" / "ceilings").mkdir(parents=True)
+    (first.dir / "cache" / "ceilings" / "k.json").write_text('{"copy_gbps": 4243}')
+    assert runner._no_user_code("vector_add", None) and runner._no_user_code("vector_add", VECTOR_ADD)
+    assert not runner._no_user_code("vector_add", VECTOR_ADD + "# edited\n")
+    runner._harvest_ceilings(st, first)
+    later = FakeJob(tmp_path / "b")
+    (later.dir / "cache").mkdir(parents=True)
+    runner._seed_ceilings(st, later)
+    assert json.loads((later.dir / "cache" / "ceilings" / "k.json").read_text()) == {"copy_gbps": 4243}

@@ -19,7 +19,7 @@ from typing import Callable
 
 from ..errors import clip, format_exception
 from . import hardware, limits, sandbox
-from .cache import ResultCache, cacheable, request_key, tilelang_version
+from .cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
 from .job import error
 from .pool import Pool
 from .queue import Busy, Scheduler
@@ -45,6 +45,7 @@ class _State:
         for g in self.gpus:
             self.pools[("gpu", g["index"])] = Pool(True, 1, g["index"])
         self.cache = ResultCache()
+        self.ceilings: dict[str, str] = {}  # file name -> JSON of this GPU's measured ceilings (see _seed_ceilings)
         for pool in self.pools.values():
             pool.fill_later()
 
@@ -148,7 +149,11 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
             try:
                 request = {"action": action, "kernel": kernel, "source": source, "params": params, "arch": arch,
                            "options": options}
+                if gpu:
+                    _seed_ceilings(st, job)
                 result = job.run(request, timeout, progress)
+                if gpu and _no_user_code(kernel, source) and isinstance(result, dict) and result.get("ok"):
+                    _harvest_ceilings(st, job)
             finally:
                 job.close()  # before the slot is freed: the next job gets a GPU with nothing of this one on it
                 pool.fill_later()
@@ -163,6 +168,42 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     if cacheable(action, result):
         st.cache.put(key, result)
     return result
+
+
+# -- the GPU's ceilings ------------------------------------------------------------------------------------------
+# A run reports percentages of this GPU's measured copy bandwidth and matmul rate (playground.device.ceilings),
+# which the engine measures once and caches in its cache folder. A job's cache folder is its own, so each run would
+# measure them again (about 2 s of exclusive GPU time). The server keeps them instead: taken from a job that ran
+# no user code (the catalogue's own kernel, so nobody can plant flattering ceilings), written into every later GPU
+# job's folder before it starts.
+def _no_user_code(kernel: str, source: str | None) -> bool:
+    builtin = ROOT / "kernels" / f"{os.path.basename(kernel)}.py"
+    return source is None or (builtin.is_file() and source == builtin.read_text())
+
+
+def _harvest_ceilings(st: _State, job) -> None:
+    for path in (job.dir / "cache" / "ceilings").glob("*.json"):
+        try:
+            text = path.read_text()
+            json.loads(text)
+        except (OSError, ValueError):
+            continue
+        st.ceilings[path.name] = text
+
+
+def _seed_ceilings(st: _State, job) -> None:
+    if not st.ceilings:
+        return
+    folder = job.dir / "cache" / "ceilings"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in st.ceilings.items():
+            (folder / name).write_text(text)
+        if job.uid is not None:
+            for p in (folder.parent, folder, *folder.iterdir()):
+                os.chown(p, job.uid, job.uid)
+    except OSError:
+        log.warning("could not give a job the GPU's ceilings", exc_info=True)
 
 
 def health() -> dict:
