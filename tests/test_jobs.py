@@ -168,6 +168,22 @@ def test_compile_then_the_warm_path_answers_in_under_a_second(server):
     assert time.monotonic() - start < 1.0 and warm["cached"] and warm["cuda"] == cold["cuda"]
 
 
+def test_the_same_compile_requested_at_once_runs_once(server):
+    server.cache.clear()
+    pool = server.pools[("cpu", None)]
+    taken = pool.taken
+    results = []
+    threads = [threading.Thread(target=lambda i=i: results.append(jobs.run_job(
+        "compile", "vector_add", VECTOR_ADD, {"threads": 512}, session=f"class-{i}"))) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(results) == 4 and all(r["ok"] for r in results)
+    assert pool.taken == taken + 1, "four students opening the same kernel cost one compile"
+    assert sum(bool(r.get("cached")) for r in results) == 3
+
+
 def test_the_job_sees_no_secret_and_no_gpu_and_its_own_folder(server):
     os.environ["PLAYGROUND_PASSWORD"] = "hunter2"
     try:

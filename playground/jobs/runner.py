@@ -45,6 +45,8 @@ class _State:
         for g in self.gpus:
             self.pools[("gpu", g["index"])] = Pool(True, 1, g["index"])
         self.cache = ResultCache()
+        self.inflight: dict[str, threading.Event] = {}  # compiles running now, by request key
+        self.inflight_lock = threading.Lock()
         self.ceilings: dict[str, str] = {}  # file name -> JSON of this GPU's measured ceilings (see _seed_ceilings)
         for pool in self.pools.values():
             pool.fill_later()
@@ -134,12 +136,34 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     timeout = float(timeout or limits.TIMEOUTS[action])
 
     key = request_key(action, kernel, source, params, arch, options)
-    if action == "compile":
+    if action != "compile":
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key)
+    # One compile per key at a time: a class opening the same kernel at once (or a double click) waits for the
+    # compile already running instead of queueing copies of it, then reads its answer from the cache.
+    for _ in range(2):
         hit = st.cache.get(key)
         if hit is not None:
             progress("cached: the same source, parameters and target were compiled before", 1.0)
             return {**hit, "cached": True}
+        with st.inflight_lock:
+            running = st.inflight.get(key)
+            if running is None:
+                st.inflight[key] = done = threading.Event()
+                break
+        progress("the same compile is running for another request: waiting for its answer", 0.0)
+        running.wait(timeout)
+    else:  # that compile gave no answer worth sharing (a timeout, say): run one of our own
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key)
+    try:
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key)
+    finally:
+        with st.inflight_lock:
+            st.inflight.pop(key, None)
+        done.set()
 
+
+def _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key) -> dict:
+    gpu = action in GPU_ACTIONS
     started = time.monotonic()
     try:
         with st.scheduler.slot("gpu" if gpu else "cpu", session, progress) as token:
