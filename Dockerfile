@@ -1,8 +1,11 @@
 # TileLang Playground for a class: one container on one GPU server, 30 students in their browsers.
 #
 #   docker build -t tilelang-playground .
-#   docker run --gpus all -p 7860:7860 --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+#   docker run --init --gpus all -p 7860:7860 --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
 #              -e PLAYGROUND_PASSWORD=... tilelang-playground
+#
+# --init reaps the sandboxes' exited processes; the two --security-opt let bubblewrap make its namespaces (Docker's
+# default seccomp and AppArmor profiles forbid that: without them jobs still run, unsandboxed, and /health says so).
 #
 # CUDA devel base: nvcc and the CUDA headers TileLang compiles against, matching the H200 hosts' CUDA 13.0 driver.
 # The app's install steps are not written here: the image runs `make setup`, the same recipe a developer and CI run
