@@ -1,6 +1,8 @@
 """The job layer on CPU: queue and limits (no processes), then run_job end to end through sandboxed workers."""
 import json
 import os
+import socket
+import subprocess
 import threading
 import time
 
@@ -245,3 +247,57 @@ def test_gpu_ceilings_come_only_from_jobs_without_user_code_and_reach_later_jobs
     (later.dir / "cache").mkdir(parents=True)
     runner._seed_ceilings(st, later)
     assert json.loads((later.dir / "cache" / "ceilings" / "k.json").read_text()) == {"copy_gbps": 4243}
+
+
+USERNS_CHECK = r'''
+import json, os, resource, socket, time
+resource.setrlimit(resource.RLIMIT_NPROC, (32, 32))
+out = {"uid": os.getuid()}
+n = 0
+try:
+    for i in range(100):
+        if os.fork() == 0:
+            time.sleep(2)
+            os._exit(0)
+        n += 1
+except OSError:
+    out["forks"] = n
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=2)
+    out["net"] = "LEAK"
+except OSError as e:
+    out["net"] = "none"
+out["seen"] = [p for p in ["/etc/shadow", REPO + "/Makefile", REPO + "/.git", "/root"] if os.path.exists(p)]
+open("/job/x", "w").write("ok")
+try:
+    open(REPO + "/playground/x", "w")
+    out["ro"] = False
+except OSError:
+    out["ro"] = True
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not sandbox.shutil.which("bwrap") or not sandbox.shutil.which("setpriv"),
+                    reason="needs root (to become an ordinary user), bwrap and setpriv")
+def test_the_docker_way_an_ordinary_user_gets_a_user_namespace_sandbox(tmp_path, monkeypatch):
+    """The image runs the server as an ordinary user: bwrap then makes a user namespace. Here, as root, the same
+    command line is run as nobody, with the system Python (this machine's venv lives under /root)."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        monkeypatch.setattr(sandbox, "_readonly_paths",
+                            lambda: ["/usr", "/etc/ld.so.cache", str(ROOT / "playground"), str(ROOT / "kernels")])
+        job_dir = sandbox.make_job_dir(65534)
+        try:
+            code = USERNS_CHECK.replace("PORT", str(srv.getsockname()[1])).replace("REPO", repr(str(ROOT)))
+            cmd = sandbox.bwrap_command(job_dir, ["/usr/bin/python3", "-c", code], False, privileged=False)
+            r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] + cmd,
+                               env=sandbox.job_env("/job", None), capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            seen = json.loads(r.stdout)
+            assert (job_dir / "x").read_text() == "ok"
+        finally:
+            sandbox.remove_job_dir(job_dir)
+    assert seen == {"uid": 65534, "forks": seen["forks"], "net": "none", "seen": [], "ro": True}
+    assert seen["forks"] < 32, "RLIMIT_NPROC set inside counts the processes of the job's own namespace"

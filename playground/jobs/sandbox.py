@@ -203,7 +203,8 @@ def _readonly_paths() -> list[str]:
     paths.append(real_python)
     out: list[str] = []
     for p in dict.fromkeys(os.path.normpath(p) for p in paths):
-        if not any(p == q or p.startswith(q + "/") for q in out if q != p) and os.path.exists(p):
+        # A path this server cannot read would make bwrap fail; its jobs could not have used it anyway.
+        if not any(p == q or p.startswith(q + "/") for q in out if q != p) and os.access(p, os.R_OK):
             out.append(p)
     return out
 
