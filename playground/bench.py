@@ -117,7 +117,8 @@ def chart(rows: list[dict], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    labels = [f"{r['kernel']} {r['dtype'][:4]} {r['shape']}\nvs {r['baseline'][:28]}" for r in rows]
+    short = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+    labels = [f"{r['kernel']} {short.get(r['dtype'], r['dtype'])} {r['shape']}\nvs {r['baseline'][:28]}" for r in rows]
     fig, ax = plt.subplots(figsize=(12, 0.42 * len(rows) + 1.5))
     y = range(len(rows))
     ax.barh(y, [r["ratio"] for r in rows], color=["#2e7d32" if r["met"] else "#c62828" for r in rows])
