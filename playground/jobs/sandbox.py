@@ -122,7 +122,25 @@ UIDS = UidPool(JOB_UID_BASE, JOB_UID_COUNT)
 
 
 def use_job_uids() -> bool:
-    return os.geteuid() == 0 and os.environ.get("PLAYGROUND_JOB_UIDS", "1") != "0"
+    """A root server gives each job a uid of its own. Without bwrap (which binds what a job needs under folders
+    anyone may enter) only if the job can still reach its Python and the code as that uid."""
+    if os.geteuid() != 0 or os.environ.get("PLAYGROUND_JOB_UIDS", "1") == "0":
+        return False
+    if mode().kind == "bwrap":
+        return True
+    return all(_others_can_enter(p) for p in (sys.base_prefix, sys.prefix, str(ROOT),
+                                              os.path.realpath(sys.executable)))
+
+
+def _others_can_enter(path: str) -> bool:
+    p = Path(path)
+    for folder in [*reversed(p.parents), p]:
+        try:
+            if folder.is_dir() and not folder.stat().st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 # -- the job folder -----------------------------------------------------------------------------------------------
