@@ -63,7 +63,7 @@ def test_causal_flash_attention_verifies():
 
 def test_wrong_index_fails_verification():
     # Swap the roles of bx and by when writing C: the tiles land in the transposed block positions.
-    wrong = GEMM.replace("T.copy(C_local, C[by * block_M, bx * block_N])", "T.copy(C_local, C[bx * block_M, by * block_N])")
+    wrong = GEMM.replace("T.copy(C_shared, C[by * block_M, bx * block_N])", "T.copy(C_shared, C[bx * block_M, by * block_N])")
     assert wrong != GEMM
     r = run("gemm", wrong, M=1024, N=1024, K=1024, block_M=128, block_N=128)
     assert not r["ok"] and r["error"]["stage"] == "verify"
@@ -72,9 +72,10 @@ def test_wrong_index_fails_verification():
 
 def test_unwritten_output_fails_verification():
     # Never write the last block row of C: the poison (NaN) shows through.
-    wrong = GEMM.replace("            T.copy(C_local, C[by * block_M, bx * block_N])",
+    wrong = GEMM.replace("            T.copy(C_shared, C[by * block_M, bx * block_N])",
                          "            if by < T.ceildiv(M, block_M) - 1:\n"
-                         "                T.copy(C_local, C[by * block_M, bx * block_N])")
+                         "                T.copy(C_shared, C[by * block_M, bx * block_N])")
+    assert wrong != GEMM
     r = run("gemm", wrong, M=1024, N=1024, K=1024)
     assert not r["ok"] and r["error"]["stage"] == "verify"
     assert any(v["nonfinite"] for v in r["verification"])
