@@ -248,7 +248,11 @@ class Job:
         leftover = self.uid is not None and _kill_uid(self.uid)
         for t in self.readers:  # the pipes reach EOF once every process holding them is gone
             t.join(timeout=5)
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        # A pipe whose reader is still blocked (held open by a process that escaped, possible only without bwrap
+        # and without a job uid) is left to its thread: closing it would wait for that read to end.
+        pipes = [self.proc.stdin] + [f for f, t in zip((self.proc.stdout, self.proc.stderr), self.readers)
+                                     if not t.is_alive()]
+        for f in pipes:
             try:
                 f.close()
             except Exception:
