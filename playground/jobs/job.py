@@ -67,7 +67,12 @@ class Job:
     def __init__(self, gpu: bool, gpu_index: int | None = None):
         self.gpu, self.gpu_index = gpu, gpu_index
         self.uid = sandbox.UIDS.take() if sandbox.use_job_uids() else None
-        self.dir = sandbox.make_job_dir(self.uid)
+        try:
+            self.dir = sandbox.make_job_dir(self.uid)
+        except BaseException:
+            if self.uid is not None:
+                sandbox.UIDS.give(self.uid)
+            raise
         self.created = time.monotonic()
         self.ready = threading.Event()
         self.lines: queue.Queue = queue.Queue()
@@ -77,14 +82,23 @@ class Job:
         self.overflow: str | None = None  # why the job was stopped by a reader thread
         self.closed = False
         argv, inside = sandbox.command(self.dir, [sys.executable, "-m", "playground.jobs.worker"], gpu)
-        self.proc = _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=sandbox.job_env(inside, self.uid, gpu_index), cwd=self.dir,
-                                     start_new_session=True,  # its own group: one kill reaches every child
-                                     preexec_fn=lambda: limits.apply_rlimits(gpu))
+        try:
+            self.proc = self._start(argv, inside, gpu, gpu_index)
+        except BaseException:
+            sandbox.remove_job_dir(self.dir)
+            if self.uid is not None:
+                sandbox.UIDS.give(self.uid)
+            raise
         self.readers = [threading.Thread(target=self._read_stdout, daemon=True, name="job-stdout"),
                         threading.Thread(target=self._read_stderr, daemon=True, name="job-stderr")]
         for t in self.readers:
             t.start()
+
+    def _start(self, argv: list[str], inside: str, gpu: bool, gpu_index: int | None) -> subprocess.Popen:
+        return _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      env=sandbox.job_env(inside, self.uid, gpu_index), cwd=self.dir,
+                      start_new_session=True,  # its own group: one kill reaches every child
+                      preexec_fn=lambda: limits.apply_rlimits(gpu))
 
     # -- the two pipes --------------------------------------------------------------------------------------------
     def _read_stdout(self) -> None:

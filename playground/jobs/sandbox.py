@@ -46,7 +46,7 @@ def jobs_root() -> Path:
     servers, or a server and the tests, never clean up each other's jobs). Folders of servers that are gone (killed
     without cleaning up) are removed the first time this is called."""
     global _root
-    if _root is None or _root.parent.parent is None or not _root.exists():
+    if _root is None or not _root.exists():
         base = Path(os.environ.get("PLAYGROUND_JOBS_DIR")
                     or Path(tempfile.gettempdir()) / f"playground-jobs-{os.geteuid()}")
         base.mkdir(mode=0o711, parents=True, exist_ok=True)
