@@ -89,11 +89,20 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
     except MemoryError as exc:
         result["error"] = StageError("device", "the job ran out of memory", None, clip(format_exception(exc))).to_json()
     except Exception as exc:
+        if _is_gpu_failure(exc):  # torch.OutOfMemoryError, a CUDA error outside the run step's own handler
+            from .run import device_error
+            result["error"] = device_error(exc).to_json()
+            return _jsonable({**result, "action": action})
         result["error"] = StageError("internal", f"{type(exc).__name__}: {exc}"[:500], None,
                                      clip(format_exception(exc))).to_json()
     result.setdefault("action", action)
     result["action"] = action
     return _jsonable(result)
+
+
+def _is_gpu_failure(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return "OutOfMemoryError" in text or "CUDA error" in text or "CUDA out of memory" in text
 
 
 # -- human-readable output --------------------------------------------------------------------------------------

@@ -32,7 +32,9 @@ def device_error(exc: BaseException) -> StageError:
     cuda = re.search(r"(CUDA error[^\n]*|an illegal memory access[^\n]*|misaligned address[^\n]*|"
                      r"out of memory[^\n]*|unspecified launch failure[^\n]*)", text, re.I)
     message = cuda.group(1) if cuda else f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
-    lost = cuda and "out of memory" not in message.lower()
+    if "out of memory" in message.lower():
+        return StageError("device", f"the GPU ran out of memory: {message}", None, clip(format_exception(exc)))
+    lost = bool(cuda)
     return StageError("device", f"the kernel failed on the GPU: {message}"
                       + (" (the CUDA context is lost; start a new job)" if lost else ""), None,
                       clip(format_exception(exc)))

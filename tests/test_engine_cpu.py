@@ -259,3 +259,17 @@ def test_macro_expansions_are_attributed_to_the_next_matching_operation():
             '#line 5 "/tl/wgmma_macro_generator.py"\npv;\n')
     _, line_map = split_line_directives(cuda, "/k.py", source)
     assert line_map == [2, 3, 3, 4, 5]
+
+
+def test_gpu_out_of_memory_is_a_device_error_not_an_internal_one():
+    from playground.cli import _is_gpu_failure
+    from playground.run import device_error
+
+    class OutOfMemoryError(RuntimeError):  # the name torch gives it
+        pass
+    exc = OutOfMemoryError("CUDA out of memory. Tried to allocate 10.00 GiB")
+    assert _is_gpu_failure(exc)
+    err = device_error(exc)
+    assert err.stage == "device" and "ran out of memory" in err.message and "context is lost" not in err.message
+    lost = device_error(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert "context is lost" in lost.message

@@ -14,7 +14,7 @@ from . import api, charts, controls as ctl, engine, history as hist, views
 from .highlight import code_html, source_line_choices
 from .styles import SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
 
-ENGINE_CONCURRENCY = int(os.environ.get("PLAYGROUND_UI_CONCURRENCY", "16"))  # the engine queues the GPU itself
+ENGINE_CONCURRENCY = int(os.environ.get("PLAYGROUND_UI_CONCURRENCY", "64"))  # the job layer queues CPU and GPU itself (bench/load.json)
 DRAFT_KEY = "tilelang-playground-draft"
 DRAFT_SECRET = os.environ.get("PLAYGROUND_DRAFT_SECRET", "tilelang-playground")  # localStorage obfuscation only
 AUTO = "auto"
