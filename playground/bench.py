@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from .catalogue import ROOT, Config, load
-from .run import Runner, new_seed, problem_label
+from .run import Runner, new_seed, problem_label, rates
 
 BENCH_DIR = ROOT / "bench"
 
@@ -86,8 +86,8 @@ def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None,
         verdict = runner.check()
         times = timer.time({"kernel": runner, **runner.baselines()}, budget_ms=budget_ms)
         kt = times["kernel"]["median_ms"]
-        gbps = k.bytes_moved(cfg) / (kt * 1e6)
-        tflops = k.flops(cfg) / (kt * 1e9)
+        speed = rates(k, cfg, kt, None)
+        gbps, tflops = speed["gbps"], speed["tflops"]
         for _, dtype, problem, fragment, target in group:
             row = {"kernel": k.name, "dtype": dtype, "shape": problem_label(problem), "problem": problem,
                    "config": cfg.tile, "verified": verdict["passed"], "rel_error": verdict["rel_error"],

@@ -92,10 +92,9 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
         if _is_gpu_failure(exc):  # torch.OutOfMemoryError, a CUDA error outside the run step's own handler
             from .run import device_error
             result["error"] = device_error(exc).to_json()
-            return _jsonable({**result, "action": action})
-        result["error"] = StageError("internal", f"{type(exc).__name__}: {exc}"[:500], None,
-                                     clip(format_exception(exc))).to_json()
-    result.setdefault("action", action)
+        else:
+            result["error"] = StageError("internal", f"{type(exc).__name__}: {exc}"[:500], None,
+                                         clip(format_exception(exc))).to_json()
     result["action"] = action
     return _jsonable(result)
 
