@@ -38,9 +38,9 @@ def gemm_source() -> str:
     return engine.original_source("gemm")
 
 
-def test_the_api_has_named_compile_run_and_tune(client):
+def test_the_api_has_named_compile_run_tune_and_sweep(client):
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
-    for name in ("/compile", "/run", "/tune"):
+    for name in ("/compile", "/run", "/tune", "/sweep"):
         params = [p["parameter_name"] for p in endpoints[name]["parameters"]]
         assert params == ["kernel", "source", "params"], (name, params)
 
@@ -92,7 +92,7 @@ def test_bad_parameter_is_a_parameters_error(client):
 
 @pytest.mark.skipif(has_gpu(), reason="this machine has a GPU: run would succeed")
 def test_run_and_tune_without_gpu_return_the_device_error(client):
-    for name in ("/run", "/tune"):
+    for name in ("/run", "/tune", "/sweep"):
         result = client.predict("gemm", "", SMALL, api_name=name)
         assert not result["ok"]
         assert result["error"]["stage"] == "device"

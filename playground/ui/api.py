@@ -1,4 +1,4 @@
-"""The named API endpoints `compile`, `run` and `tune`: (kernel, source, params) → the engine's JSON.
+"""The named API endpoints `compile`, `run`, `tune` and `sweep`: (kernel, source, params) → the engine's JSON.
 
     from gradio_client import Client
     client = Client("http://localhost:7860/")
@@ -51,7 +51,12 @@ def tune(kernel: str, source: str = "", params: dict | None = None, request: gr.
     return call("tune", kernel, source, params, request)
 
 
+def sweep(kernel: str, source: str = "", params: dict | None = None, request: gr.Request = None) -> dict:
+    """Time the kernel and its baselines over a range of problem sizes (the page's size-sweep chart; needs a GPU)."""
+    return call("sweep", kernel, source, params, request)
+
+
 def register(concurrency_limit: int | None, concurrency_id: str) -> None:
-    """Add the three endpoints to the Blocks being built (call inside `with gr.Blocks():`)."""
-    for fn in (compile, run, tune):
+    """Add the four endpoints to the Blocks being built (call inside `with gr.Blocks():`)."""
+    for fn in (compile, run, tune, sweep):
         gr.api(fn, api_name=fn.__name__, concurrency_limit=concurrency_limit, concurrency_id=concurrency_id)

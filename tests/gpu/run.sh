@@ -3,7 +3,7 @@
 #   carry [".device"], command: bash tests/gpu/run.sh [pytest args]
 # Writes the full log to $OUT/gpu-tests.log and prints the summary last.
 set -uo pipefail
-mkdir -p /tmp/site && tar -xJf .device/site.tar.xz -C /tmp/site
+[ -f /tmp/site/.unpacked ] || { mkdir -p /tmp/site && tar -xJf .device/site.tar.xz -C /tmp/site && touch /tmp/site/.unpacked; }
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 export PLAYGROUND_CACHE_DIR=/tmp/playground-cache TILELANG_CACHE_DIR=/tmp/tilelang-cache
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
