@@ -74,7 +74,12 @@ def leftovers(st) -> dict:
     spares = set().union(*(p.pids() for p in st.pools.values()))
     spare_dirs = {j.dir for p in st.pools.values() for j in p.spares}
     procs = set()
-    for p in psutil.Process().children(recursive=True):
+    me = psutil.Process()
+    for p in me.children(recursive=True):
+        # The test process's own helper (multiprocessing's resource tracker, started by an in-process engine
+        # test's compile pool) is not a job's; one started inside a job would have a worker as its parent.
+        if p.ppid() == me.pid and "multiprocessing.resource_tracker" in " ".join(_cmdline(p)):
+            continue
         procs.add(p)
     for p in psutil.process_iter(["uids"]):
         uid = p.info["uids"].real
@@ -91,6 +96,13 @@ def leftovers(st) -> dict:
     tmp_owned = [str(p) for p in Path("/tmp").iterdir() if _owned_by_job_uid(p)] + \
                 [str(p) for p in (Path("/tmp/PWNED_HOST"), Path("/var/tmp/PWNED_HOST"), ROOT / "PWNED") if p.exists()]
     return {"processes": alive, "job_dirs": [str(d) for d in dirs], "files": tmp_owned}
+
+
+def _cmdline(p) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
 
 
 def held_elsewhere(uid: int) -> bool:
