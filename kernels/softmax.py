@@ -8,11 +8,15 @@ Softmax reads each element once and writes it once, so like vector_add it is bou
   tiles would handle any N, but would read the input twice or pay two exps per element.)
 - The max and the sum are `T.reduce_max` / `T.reduce_sum` across the threads: warp shuffles, then shared memory.
   Masked columns (past N in a ragged row) are set to -inf first, so they add nothing: exp(-inf) = 0.
-- The Hopper point: a block walks through rows_per_block rows in a `T.Pipelined` loop. TileLang turns the copy of
-  the next row into shared memory into a TMA bulk load issued by a producer warpgroup (added to the `threads`
-  consumers), so up to num_stages rows are in flight while the consumers compute on the current one. With plain
-  loads, memory sits idle during every reduction unless other blocks fill the gap: a one-row-per-block version
-  reached about 70% of copy bandwidth on the H200. Several blocks share an SM at N = 4096; at N = 32768 one fills it.
+- Hiding the loads: a block walks through rows_per_block rows in a `T.Pipelined` loop, so the copy of the next
+  rows into shared memory (cp.async, num_stages rows in flight) runs while the threads compute on the current one.
+  With plain loads, memory sits idle during every reduction unless other blocks fill the gap: a one-row-per-block
+  version reached about 70% of copy bandwidth on the H200. Several blocks share an SM at N = 4096; at N = 32768
+  one fills it.
+- Why not TMA here, as in the GEMM: TileLang turns a pipelined copy into TMA loads issued by a producer warpgroup,
+  and for this loop that version gave wrong rows now and then on the H200 (1 to 3 rows of 16384, different ones
+  each launch on the same input: a race), while the cp.async pipeline is exact and as fast (0.89 of copy bandwidth
+  for both at 16384 × 4096). `disable_tma=True` on the copy asks for cp.async.
 
 Run it alone:  python kernels/softmax.py   (checks it against PyTorch and times it against torch.softmax on a GPU)
 """
@@ -20,7 +24,7 @@ import torch
 import tilelang.language as T
 
 
-def softmax(M=16384, N=4096, dtype="float16", rows_per_block=8, num_stages=2, threads=256):
+def softmax(M=16384, N=4096, dtype="float16", rows_per_block=4, num_stages=2, threads=256):
     accum_dtype = "float32"
     log2e = 1.4426950408889634  # exp(x) = exp2(x * log2(e)), and exp2 is the GPU's native instruction
     size = 4 if dtype == "float32" else 2
@@ -37,12 +41,10 @@ def softmax(M=16384, N=4096, dtype="float16", rows_per_block=8, num_stages=2, th
             x = T.alloc_fragment((1, N_pad), accum_dtype)  # the row, spread over the threads' registers
             row_max = T.alloc_fragment((1,), accum_dtype)
             row_sum = T.alloc_fragment((1,), accum_dtype)
-            # Leave the register count to the compiler (no setmaxnreg): then several blocks can share an SM.
-            T.no_set_max_nreg()
 
             for r in T.Pipelined(rows_per_block, num_stages=stages):
                 row = bx * rows_per_block + r
-                T.copy(X[row, 0], x_shared)  # TMA; rows past M and columns past N arrive as zeros
+                T.copy(X[row, 0], x_shared, disable_tma=True)  # rows past M, columns past N: zeros
                 T.copy(x_shared, x)  # to registers, in fp32; the shared buffer is free for the next row
                 if N_pad != N:  # (a Python `if`: decided when the kernel is built)
                     for i, j in T.Parallel(1, N_pad):
