@@ -9,7 +9,8 @@ wheels=$(mktemp -d); site=$(mktemp -d); trap 'rm -rf "$wheels" "$site"' EXIT
 pins="gradio==6.31.0 gradio_client==2.7.2 plotly==7.1.0 fastapi==0.165.0 starlette==1.10.0 uvicorn==0.55.0
   pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 python-multipart==0.0.34
   safehttpx==0.1.7 semantic-version==2.10.0 tomlkit==0.14.0 groovy==0.1.2 orjson==3.13.0 pydub==0.25.1
-  brotli==1.2.1 hf-gradio==0.4.1 pytz==2026.6 huggingface_hub==2.4.0 typer==0.29.2 annotated-doc==0.0.7"
+  brotli==1.2.1 hf-gradio==0.4.1 pytz==2026.6 huggingface_hub==2.4.0 typer==0.29.2 annotated-doc==0.0.7
+  httpx2==2.16.2 httpcore2==2.16.2 opentelemetry-api==1.45.2 truststore==0.10.5 tzdata==2026.6"
 platforms=""
 for p in manylinux_2_34 manylinux_2_31 manylinux_2_28 manylinux_2_27 manylinux_2_24 manylinux_2_17 manylinux2014 \
          manylinux_2_5 manylinux1; do platforms+=" --platform ${p}_x86_64"; done
