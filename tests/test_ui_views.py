@@ -144,7 +144,7 @@ def test_verification_table_pass_and_fail():
 def test_speed_view_and_chart():
     run = SAMPLES["run_gemm"]
     html = views.speed_html(run)
-    assert "654.2 TFLOP/s" in html and "97% matmul" in html and "torch.matmul (cuBLAS)" in html and "0.90×" in html
+    assert "654.2 TFLOP/s" in html and "97% matmul" in html and "matmul = cuBLAS at 8192³" in html and "torch.matmul (cuBLAS)" in html and "0.90×" in html
     fig = charts.speed_figure(run)
     bar = fig.data[0]
     assert list(bar.x) == ["this kernel", "torch.matmul (cuBLAS)"]
