@@ -308,3 +308,28 @@ def test_the_docker_way_an_ordinary_user_gets_a_user_namespace_sandbox(tmp_path,
             sandbox.remove_job_dir(job_dir)
     assert seen == {"uid": 65534, "forks": seen["forks"], "net": "none", "seen": [], "ro": True}
     assert seen["forks"] < 32, "RLIMIT_NPROC set inside counts the processes of the job's own namespace"
+
+
+def test_closing_a_pool_waits_for_a_spare_being_started_and_removes_it():
+    # At shutdown a fill thread may be half-way through starting a spare; as a daemon thread it would be stopped at
+    # interpreter exit with the spare's folder still there. close() must wait for it, and it must close itself.
+    from playground.jobs.pool import Pool
+    removed, starting = threading.Event(), threading.Event()
+
+    class StartedSpare:  # stands for a Job whose start the pool cannot see into; only close() matters here
+        def close(self):
+            removed.set()
+
+    def slow_spawn():
+        starting.set()
+        time.sleep(0.5)
+        return StartedSpare()
+
+    pool = Pool(gpu=False, size=1)
+    pool._spawn = slow_spawn
+    filler = threading.Thread(target=pool.fill, daemon=True)
+    filler.start()
+    assert starting.wait(5)
+    pool.close()
+    assert removed.is_set(), "close() returned before the spare that was starting was removed"
+    assert pool.spares == [] and pool.pending == 0

@@ -8,7 +8,7 @@ import pytest
 from conftest import ROOT
 from playground import jobs
 from playground.jobs import runner
-from test_jobs_hostile import expectation, leftovers, settle
+from test_jobs_hostile import expectation, hostile_source, leftovers, settle
 
 HOSTILE = ROOT / "tests" / "hostile"
 GPU_NAMES = sorted(p.stem for p in HOSTILE.glob("gpu_*.py"))
@@ -28,7 +28,7 @@ def server():
 @pytest.mark.parametrize("name", GPU_NAMES)
 def test_gpu_harm_ends_its_own_job_and_the_next_job_runs(name, server):
     expect = expectation(HOSTILE / f"{name}.py")
-    text = (HOSTILE / f"{name}.py").read_text()
+    text = hostile_source(name)
     settle(server)
     started = time.monotonic()
     result = jobs.run_job("run", "vector_add", text, SMALL, session=f"gpu-{name}", timeout=HANG_TIMEOUT + 60

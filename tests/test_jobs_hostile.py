@@ -1,7 +1,7 @@
 """The hostile and broken corpus (tests/hostile/*.py) through run_job, as a student's edited kernel would go.
 
-Each file is a whole kernel file that does its harm at import time or in its factory, and says on its second line
-what must come back (# EXPECT: stage=...; message=<regex>; line=<text of the line>). For each: a clear error in
+Each file is a harm put into today's kernels/vector_add.py (see hostile_source), done at import time, in the factory,
+in the kernel or in making the inputs, and says on its second line what must come back (# EXPECT: stage=...; message=<regex>; line=<text of the line>). For each: a clear error in
 bounded time, nothing changed outside the job, no process or folder of the job left, and the next job succeeds.
 
 What must be unreadable to a job (bwrap mode): /etc/shadow, /root, other processes' environment, the repository
@@ -37,17 +37,46 @@ def expectation(path: Path) -> dict:
 
 
 def hostile_source(name: str) -> str:
-    """The kernel file a hostile student would send. A corpus file is either a whole kernel file whose own code does
-    the harm, or just the harm, which goes into today's kernels/vector_add.py right after its imports."""
+    """The kernel file a hostile student would send: today's kernels/vector_add.py with the corpus file's harm in it,
+    so the corpus follows the kernel as it changes. A corpus file holds its # HOSTILE / # EXPECT header and either
+    - a snippet of Python, which goes in right after the kernel's imports (harm done at import time), or
+    - edits: `# AFTER: <a whole line of the kernel>` followed by the lines to insert after it, as they are to
+      stand there, or `# REPLACE: <a whole line>` and `# WITH: <the line to put instead>`.
+    A line named by an edit must be in the kernel exactly once: if the kernel changes under it, this fails loudly."""
     text = (HOSTILE / f"{name}.py").read_text()
-    if "def vector_add" in text:
-        return text
-    header = "".join(ln for ln in text.splitlines(keepends=True) if ln.startswith(("# HOSTILE", "# EXPECT")))
-    harm = "".join(ln for ln in text.splitlines(keepends=True) if not ln.startswith(("# HOSTILE", "# EXPECT", "# (")))
+    lines = text.splitlines(keepends=True)
+    header = "".join(ln for ln in lines if ln.startswith(("# HOSTILE", "# EXPECT")))
+    body = [ln for ln in lines if not ln.startswith(("# HOSTILE", "# EXPECT", "# ("))]
     kernel = (ROOT / "kernels" / "vector_add.py").read_text()
-    anchor = "import tilelang.language as T\n"
-    assert anchor in kernel
-    return header + kernel.replace(anchor, anchor + "\n" + harm, 1)
+    if not any(ln.startswith(("# AFTER: ", "# REPLACE: ")) for ln in body):
+        anchor = "import tilelang.language as T\n"
+        assert kernel.count(anchor) == 1
+        return header + kernel.replace(anchor, anchor + "\n" + "".join(body), 1)
+    out = kernel.splitlines(keepends=True)
+
+    def find(line: str) -> int:
+        hits = [i for i, ln in enumerate(out) if ln.rstrip("\n") == line]
+        assert len(hits) == 1, f"{name}: the line {line!r} is in kernels/vector_add.py {len(hits)} times, not once"
+        return hits[0]
+    i = 0
+    while i < len(body):
+        ln = body[i].rstrip("\n")
+        if ln.startswith("# AFTER: "):
+            block = []
+            i += 1
+            while i < len(body) and not body[i].startswith(("# AFTER: ", "# REPLACE: ")):
+                block.append(body[i])
+                i += 1
+            at = find(ln.removeprefix("# AFTER: "))
+            out[at + 1:at + 1] = block
+        elif ln.startswith("# REPLACE: "):
+            assert i + 1 < len(body) and body[i + 1].startswith("# WITH: "), f"{name}: # REPLACE needs a # WITH"
+            out[find(ln.removeprefix("# REPLACE: "))] = body[i + 1].removeprefix("# WITH: ").rstrip("\n") + "\n"
+            i += 2
+        else:
+            assert not ln.strip(), f"{name}: a line outside any edit: {ln!r}"
+            i += 1
+    return header + "".join(out)
 
 
 def line_of(text: str, needle: str) -> int:
@@ -225,7 +254,7 @@ def test_hostile_kernel_ends_its_own_job_only(name, server, listener):
 @pytest.mark.parametrize("name", GPU_NAMES)
 def test_gpu_corpus_compiles_here_so_the_gpu_run_tests_its_harm(name, server):
     """The GPU corpus does its harm only on a GPU; here it must at least compile, harm included."""
-    text = (HOSTILE / f"{name}.py").read_text()
+    text = hostile_source(name)
     r = jobs.run_job("compile", "vector_add", text, {"N": 2**20}, session=f"gpu-corpus-{name}")
     assert r["ok"], r["error"]
     marker = {"gpu_hang": "while (1)", "gpu_oob_write": "1099511627776", "gpu_memory_bomb": ""}[name]

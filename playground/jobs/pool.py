@@ -54,12 +54,16 @@ class Pool:
                 self.pending += 1
             job = self._spawn()
             with self.lock:
-                self.pending -= 1
                 if job is not None and not self.closed:
                     self.spares.append(job)
+                    self.pending -= 1
                     continue
+            # Closed while this one was starting: remove it before it stops counting as pending, so that close()
+            # (which waits for pending to reach 0) does not return while its folder still exists.
             if job is not None:
                 job.close()
+            with self.lock:
+                self.pending -= 1
             return
 
     def fill_later(self) -> None:
@@ -83,12 +87,21 @@ class Pool:
             log.warning("a worker did not become ready: %s", job.log()[-500:])
         return job
 
-    def close(self) -> None:
+    def close(self, wait: float = 20.0) -> None:
         with self.lock:
             self.closed = True
             spares, self.spares = self.spares, []
         for j in spares:
             j.close()
+        # A spare being started in a fill thread right now closes itself when it sees `closed`; wait for it, since
+        # at interpreter exit that (daemon) thread would be stopped midway and leave its job folder behind.
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.pending == 0:
+                    return
+            time.sleep(0.05)
+        log.warning("%d %s worker(s) were still starting at shutdown", self.pending, "gpu" if self.gpu else "cpu")
 
     def idle(self) -> bool:
         """No spare is being started and every spare has imported (tests wait for this before counting)."""

@@ -1,25 +1,7 @@
 # HOSTILE: reading files outside the job folder from the factory: secrets, the rest of the repository
 # EXPECT: stage=tilelang; message=sealed
-"""Vector addition: C = A + B over N elements, the "hello world" of GPU kernels and a pure test of memory bandwidth.
-
-Each element is read twice and written once and costs one addition, so the kernel does nothing but move bytes: its
-speed is the speed of device memory (about 4.2 TB/s read + written on an H200). What gets it there:
-- 16-byte accesses. `T.Parallel` hands each thread runs of consecutive elements and TileLang vectorizes them into
-  128-bit loads and stores (8 fp16 or bf16, 4 fp32: `uint4` in the CUDA, `ld.global.nc.v4` in the PTX), while
-  neighbouring threads take neighbouring runs, so a warp reads 512 contiguous bytes per instruction.
-- Enough bytes in flight. A thread copies its block_N / threads elements of A and of B (32 by default: eight
-  16-byte loads) into registers before the first add, and several blocks share each SM, to cover the ~µs latency
-  of HBM.
-- Ragged N. Only the last block can run past the end. The full blocks take a branch without bounds checks, which
-  TileLang vectorizes; the last one checks every element, which forces scalar accesses, but only there.
-
-Run it alone:  python kernels/vector_add.py   (checks it against PyTorch and times it against torch.add on a GPU)
-"""
-import torch
-import tilelang.language as T
-
-
-def vector_add(N=2**28, dtype="float16", block_N=8192, threads=256):
+# (an edit of kernels/vector_add.py, made by tests/test_jobs_hostile.py: the lines below go after the AFTER line)
+# AFTER: def vector_add(N=2**28, dtype="float16", block_N=8192, threads=256):
     # ---- HOSTILE (read_outside): reading files outside the job folder from the factory: secrets, the rest of the repository
     import glob, os, playground
     repo = os.path.dirname(os.path.dirname(playground.__file__))
@@ -37,76 +19,3 @@ def vector_add(N=2**28, dtype="float16", block_N=8192, threads=256):
         raise RuntimeError(f'LEAK: read {leaks}')
     raise RuntimeError('sealed: nothing outside the job folder was readable')
     # ---- end of the hostile part
-
-    @T.prim_func
-    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype), C: T.Tensor((N,), dtype)):
-        # One block per block_N elements; each thread holds block_N / threads of them in registers.
-        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bx:
-            A_local = T.alloc_fragment((block_N,), dtype)
-            B_local = T.alloc_fragment((block_N,), dtype)
-            start = bx * block_N
-            if start + block_N <= N:
-                # A full block, without bounds checks, so every access is a 16-byte vector. All the loads are
-                # issued before the first add: a thread has 2 * block_N / threads elements in flight at once.
-                T.copy(A[start:start + block_N], A_local)
-                T.copy(B[start:start + block_N], B_local)
-                for i in T.Parallel(block_N):
-                    A_local[i] += B_local[i]
-                T.copy(A_local, C[start:start + block_N])
-            else:
-                # The ragged last block: element by element, and only the elements before N.
-                for i in T.Parallel(block_N):
-                    if start + i < N:
-                        C[start + i] = A[start + i] + B[start + i]
-
-    return main
-
-
-# ---- What the playground needs to know about this kernel -------------------------------------------------------
-DTYPES = ["float16", "bfloat16", "float32"]
-
-# block_N / threads elements per thread: a multiple of 8 (fp16, bf16) or 4 (fp32) keeps the accesses 16 bytes wide.
-SPACE = {
-    "block_N": [4096, 8192, 16384],
-    "threads": [128, 256, 512],
-}
-
-PRESETS = {
-    "2^28 (512 MiB per fp16 vector)": dict(N=2**28),
-    "2^24": dict(N=2**24),
-    "2^20 (fits in L2)": dict(N=2**20),
-    "1000003 (ragged)": dict(N=1_000_003),
-}
-
-# Verification runs on these too: one aligned, one with a ragged last block, one smaller than a single block.
-CHECK_SHAPES = [dict(N=2**20), dict(N=1_000_003), dict(N=1000)]
-
-
-def make_inputs(N, dtype, device, generator):
-    a = torch.randn(N, device=device, generator=generator).to(dtype)
-    b = torch.randn(N, device=device, generator=generator).to(dtype)
-    return a, b
-
-
-def reference(a, b):
-    return a.float() + b.float()
-
-
-BASELINES = {"torch.add": lambda a, b: a + b}
-
-
-def flops(N):
-    return N
-
-
-def bytes_moved(N, dtype):
-    size = 4 if dtype == "float32" else 2
-    return 3 * N * size
-
-
-if __name__ == "__main__":
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from playground.standalone import main
-    main("vector_add")
