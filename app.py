@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -26,8 +27,20 @@ def parse_args(argv=None, env=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def stop_like_ctrl_c() -> None:
+    """`docker stop` and service managers send SIGTERM, which by default ends Python at once (and PID 1 in a container
+    ignores it): take it as Ctrl-C instead, so that Gradio closes and the job layer's exit handler stops its workers
+    and removes their folders. SIGINT gets Python's handler back even where it started ignored (a server started as
+    a background job of a non-interactive shell inherits SIGINT ignored)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
+    stop_like_ctrl_c()
     from playground.ui import serve
     from playground.ui.server import password_from_env
     password = password_from_env()

@@ -137,7 +137,8 @@ def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | N
             health_after = json.loads(r.read())
         app_tree = {p.pid for p in psutil.Process(app.pid).children(recursive=True)}
     finally:
-        app.send_signal(signal.SIGINT)  # gradio shuts down and the job layer's atexit removes its spares
+        app.send_signal(signal.SIGTERM)  # as docker stop does: the app shuts down as on Ctrl-C, and the
+        # job layer's atexit handler removes its spares
         try:
             app.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -167,7 +168,7 @@ def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | N
         "mean_s": round(statistics.mean(times), 3) if times else None,
         "server_after": {"queue": health_after.get("queue"), "cache": health_after.get("cache")},
         "leaked_processes": left,
-        "leaked_job_folder": jobs_dir.exists(),
+        "leaked_job_folder": sorted(str(q.relative_to(jobs_dir)) for q in jobs_dir.rglob("*"))[:20] or jobs_dir.exists(),
         "app_log": str(log_path),
     }
     if out:
