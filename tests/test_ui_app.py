@@ -122,34 +122,23 @@ def test_password_login_guards_the_page_but_not_health():
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT inherited as ignored"])
-def test_app_shuts_down_cleanly_when_stopped(how):
+def test_app_shuts_down_cleanly_when_stopped(how, tmp_path):
     # `docker stop` sends SIGTERM; a server started from a script's background job inherits SIGINT ignored. Either
     # way the app must close as on Ctrl-C, so the job layer stops its workers and removes its folders.
     import os
     import signal
-    import subprocess
     import sys
-    import time
-    from pathlib import Path
     from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "tests" / "load"))
+    from load_test import start_app, wait_health
+    from playground.jobs.sandbox import server_jobs_dir
     port = free_port()
-    ignore_sigint = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if "SIGINT" in how else None
-    app = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--host", "127.0.0.1", "--port", str(port)],
-                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                           preexec_fn=ignore_sigint)
+    app = start_app(port, tmp_path / "app.log", ignore_sigint="SIGINT" in how)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and app.poll() is None, "the app did not come up"
-            time.sleep(0.5)
-        jobs_dir = Path("/tmp") / f"playground-jobs-{os.geteuid()}" / f"server-{app.pid}"
+        wait_health(port, timeout=120)
         app.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
         assert app.wait(timeout=45) == 0
+        jobs_dir = server_jobs_dir(app.pid)
         assert not jobs_dir.exists(), sorted(str(p) for p in jobs_dir.rglob("*"))[:10]
     finally:
         if app.poll() is None:

@@ -41,20 +41,26 @@ PASSED_ENV = ("LD_LIBRARY_PATH", "LANG", "LC_ALL", "TZ")
 _root: Path | None = None
 
 
+def server_jobs_dir(pid: int) -> Path:
+    """The folder of job folders of the server process `pid` (on this machine, for this user)."""
+    base = Path(os.environ.get("PLAYGROUND_JOBS_DIR")
+                or Path(tempfile.gettempdir()) / f"playground-jobs-{os.geteuid()}")
+    return base / f"server-{pid}"
+
+
 def jobs_root() -> Path:
     """Where this server's job folders live: outside the repository, a folder per server process (so that two
     servers, or a server and the tests, never clean up each other's jobs). Folders of servers that are gone (killed
     without cleaning up) are removed the first time this is called."""
     global _root
     if _root is None or not _root.exists():
-        base = Path(os.environ.get("PLAYGROUND_JOBS_DIR")
-                    or Path(tempfile.gettempdir()) / f"playground-jobs-{os.geteuid()}")
+        base = server_jobs_dir(os.getpid()).parent
         base.mkdir(mode=0o711, parents=True, exist_ok=True)
         for old in base.glob("server-*"):
             pid = old.name.removeprefix("server-")
             if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
                 remove_job_dir(old)
-        _root = base / f"server-{os.getpid()}"
+        _root = server_jobs_dir(os.getpid())
         _root.mkdir(mode=0o711, exist_ok=True)
     return _root
 

@@ -253,11 +253,13 @@ def speed_html(result: dict | None) -> str:
     ]
     mm, bw = result.get("percent_of_matmul_peak"), result.get("percent_of_copy_bandwidth")
     if mm is not None or bw is not None:
-        cards.append(("Of this GPU's measured ceilings",
-                      f"{mm:.0f}% matmul" if mm is not None else "–",
-                      # the matmul ceiling is cuBLAS at 8192³: a smaller, luckier shape can pass 100%
-                      " · ".join(x for x in ("matmul = cuBLAS at 8192³" if mm is not None else "",
-                                              f"{bw:.0f}% copy bandwidth" if bw is not None else "") if x)))
+        sub = []
+        if mm is not None:
+            sub.append("matmul = cuBLAS at 8192³")  # so a smaller, luckier shape past 100% reads right
+        if bw is not None:
+            sub.append(f"{bw:.0f}% copy bandwidth")
+        cards.append(("Of this GPU's measured ceilings", f"{mm:.0f}% matmul" if mm is not None else "–",
+                      " · ".join(sub)))
     out = ['<div class="pg-cards">']
     for k, v, sub in cards:
         out.append(f'<div class="pg-card"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div>'

@@ -32,6 +32,8 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from playground.jobs.sandbox import server_jobs_dir  # noqa: E402
 UID_BASE = 64000  # a uid range of its own, apart from a developer's server and the tests
 VARIANTS = [{"block_N": b, "threads": t} for b in (4096, 8192, 16384) for t in (128, 256, 512)]
 
@@ -42,7 +44,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(port: int, log_path: Path, ui_concurrency: int | None = None) -> subprocess.Popen:
+def start_app(port: int, log_path: Path, ui_concurrency: int | None = None,
+              ignore_sigint: bool = False) -> subprocess.Popen:
     env = {**os.environ, "PLAYGROUND_JOB_UID_BASE": str(UID_BASE), "GRADIO_ANALYTICS_ENABLED": "False",
            "PYTHONUNBUFFERED": "1"}
     if ui_concurrency:
@@ -50,8 +53,10 @@ def start_app(port: int, log_path: Path, ui_concurrency: int | None = None) -> s
     env.pop("PLAYGROUND_PASSWORD", None)
     env.pop("PLAYGROUND_PASSWORD_FILE", None)
     log = open(log_path, "w")
+    # ignore_sigint: start the app as a script's background job would (SIGINT inherited ignored)
     return subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None)
 
 
 def wait_health(port: int, timeout: float = 180) -> dict:
@@ -147,7 +152,7 @@ def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | N
     time.sleep(2)
     left = job_processes() + [f"pid {pid}" for pid in app_tree if psutil.pid_exists(pid)
                               and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-    jobs_dir = Path("/tmp") / f"playground-jobs-{os.geteuid()}" / f"server-{app.pid}"
+    jobs_dir = server_jobs_dir(app.pid)
     times = [r["seconds"] for r in records]
     cold = [r["seconds"] for r in records if r["ok"] and not r["cached"]]
     cached = [r["seconds"] for r in records if r["ok"] and r["cached"]]
