@@ -10,10 +10,20 @@ The Hopper point: `T.Pipelined` makes the K and V tile copies TMA loads issued b
 tiles ahead, while the consumer warpgroups run both GEMMs as wgmma and the softmax between them on the registers
 that hold S. Everything a block touches after loading its Q tile streams through shared memory once.
 
+Overlapping the softmax with the tensor cores (the FlashAttention-3 trick): written plainly, each tile is
+GEMM → softmax → GEMM, and while the exps run the tensor cores idle (that version ran at 0.84× SDPA on the H200).
+Here the P V product of a tile is issued one iteration late, asynchronously: iteration k starts S = Q K(k)ᵀ and
+O += P(k-1) V(k-1) with `T.wgmma_gemm` (no implicit wait), waits only for S (`T.wait_wgmma(1)`: all but the
+newest group done), and computes the softmax of tile k while P V still runs; then waits for it (`T.wait_wgmma(0)`)
+before rescaling O and overwriting P. So V arrives one tile behind K (at k = 0, P is all zeros and adds nothing),
+and the last tile's P V is done after the loop. That took the kernel from 0.84× to 0.98× SDPA. `overlap=False`
+runs the plain loop instead: flip it and compare (and use it before Hopper: `T.wgmma_gemm` needs sm_90a).
+
 Layout (batch, seq_len, heads, dim), "bshd": what a fused QKV projection produces without a transpose, and the
 layout FlashAttention itself uses; SDPA takes (batch, heads, seq_len, dim), so its baseline gets transposed views.
 The softmax scale 1/√dim is folded with log2(e) into one multiply, so the exponential is the native exp2.
-Causal: query i sees keys j ≤ i, so a block stops at its diagonal tile and masks inside it; that halves the work.
+Causal: query i sees keys j ≤ i, so a block stops at its diagonal tile and masks only the tiles that reach the
+diagonal; that halves the work.
 Ragged seq_len: keys past the end are masked to -inf, query rows past the end are computed but never written.
 
 Run it alone:  python kernels/flash_attention.py   (checks it against PyTorch and times it against SDPA on a GPU)
@@ -26,10 +36,36 @@ import tilelang.language as T
 
 
 def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtype="float16",
-                    block_M=128, block_N=128, num_stages=2, threads=256):
+                    block_M=128, block_N=128, num_stages=2, threads=256, overlap=True):
     accum_dtype = "float32"
     scale = (1.0 / math.sqrt(dim)) * 1.4426950408889634  # 1/√dim and log2(e): exp(x/√d) = exp2(x * scale)
     shape = (batch, seq_len, heads, dim)
+
+    @T.macro
+    def mask(S, bx, k):
+        # Python `if`s: decided when the kernel is built. Causal: only tiles that reach the diagonal hold masked
+        # keys; keys past a ragged end lie past every real query, so the causal mask covers them too.
+        if causal:
+            if (k + 1) * block_N > bx * block_M:
+                for i, j in T.Parallel(block_M, block_N):
+                    S[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, S[i, j], -T.infinity(accum_dtype))
+        elif seq_len % block_N != 0:
+            for i, j in T.Parallel(block_M, block_N):
+                S[i, j] = T.if_then_else(k * block_N + j < seq_len, S[i, j], -T.infinity(accum_dtype))
+
+    @T.macro
+    def online_softmax(S, m, m_prev, rescale, row_sum, l):
+        # Every row sees at least one unmasked key in its first tile (key 0), so m is finite from then on and
+        # m_prev - m is never -inf - (-inf).
+        T.copy(m, m_prev)
+        T.reduce_max(S, m, dim=1, clear=False)  # the max over this tile and all before it
+        for i in T.Parallel(block_M):
+            rescale[i] = T.exp2((m_prev[i] - m[i]) * scale)
+        for i, j in T.Parallel(block_M, block_N):
+            S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+        T.reduce_sum(S, row_sum, dim=1)
+        for i in T.Parallel(block_M):
+            l[i] = l[i] * rescale[i] + row_sum[i]
 
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
@@ -43,7 +79,7 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
             V_shared = T.alloc_shared((block_N, dim), dtype)
             O_shared = T.alloc_shared((block_M, dim), dtype)
             S = T.alloc_fragment((block_M, block_N), accum_dtype)  # scores of this tile, then exp(...)
-            P = T.alloc_fragment((block_M, block_N), dtype)  # the same, rounded for the second GEMM
+            P = T.alloc_fragment((block_M, block_N), dtype)  # exp(...) rounded, for P V
             acc_o = T.alloc_fragment((block_M, dim), accum_dtype)
             m = T.alloc_fragment((block_M,), accum_dtype)  # running max of each query row
             m_prev = T.alloc_fragment((block_M,), accum_dtype)
@@ -60,34 +96,45 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
             n_tiles = (T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N)) if causal
                        else T.ceildiv(seq_len, block_N))
 
-            for k in T.Pipelined(n_tiles, num_stages=num_stages):
-                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)  # keys past seq_len arrive as 0
-                # The mask goes into S before the GEMM adds Q Kᵀ to it: -inf + score = -inf, 0 + score = score.
-                for i, j in T.Parallel(block_M, block_N):
-                    if causal:
-                        S[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(accum_dtype))
-                    else:
-                        S[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(accum_dtype))
-                T.gemm(Q_shared, K_shared, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-
-                # Online softmax. Every row sees at least one unmasked key in its first tile (key 0), so m is
-                # finite from then on and m_prev - m is never -inf - (-inf).
-                T.copy(m, m_prev)
-                T.reduce_max(S, m, dim=1, clear=False)  # the max over this tile and all before it
-                for i in T.Parallel(block_M):
-                    rescale[i] = T.exp2((m_prev[i] - m[i]) * scale)
-                for i, j in T.Parallel(block_M, block_N):
-                    S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
-                T.reduce_sum(S, row_sum, dim=1)
-                for i in T.Parallel(block_M):
-                    l[i] = l[i] * rescale[i] + row_sum[i]
-                T.copy(S, P)
-
-                # O = O * exp(m_prev - m) + P V
-                for i, j in T.Parallel(block_M, dim):
-                    acc_o[i, j] *= rescale[i]
-                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
-                T.gemm(P, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            if not overlap:  # the plain loop: GEMM, softmax, GEMM; the tensor cores idle during the softmax
+                for k in T.Pipelined(n_tiles, num_stages=num_stages):
+                    T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)  # keys past seq_len arrive as 0
+                    T.gemm(Q_shared, K_shared, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                    mask(S, bx, k)
+                    online_softmax(S, m, m_prev, rescale, row_sum, l)
+                    T.copy(S, P)
+                    for i, j in T.Parallel(block_M, dim):
+                        acc_o[i, j] *= rescale[i]  # O = O * exp(m_prev - m) + P V
+                    T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
+                    T.gemm(P, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            else:  # P V one tile late, so that the softmax of tile k runs while the tensor cores do P(k-1) V(k-1)
+                # The last V tile is loaded after the loop, outside the pipeline, so it needs a buffer of its own;
+                # O_shared is free until the very end.
+                V_last = O_shared if block_M == block_N else T.alloc_shared((block_N, dim), dtype)
+                touch = T.alloc_local((1,), dtype)
+                T.fill(P, 0)  # P(-1): the P V issued at k = 0 adds nothing
+                for k in T.Pipelined(n_tiles, num_stages=num_stages):
+                    T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
+                    prev = T.max(k - 1, 0)
+                    T.copy(V[bz, prev * block_N:(prev + 1) * block_N, by, :], V_shared)  # one tile behind K
+                    T.wgmma_gemm(Q_shared, K_shared, S, transpose_B=True, clear_accum=True,
+                                 policy=T.GemmWarpPolicy.FullRow)
+                    T.wgmma_gemm(P, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)  # O += P(k-1) V(k-1)
+                    T.wait_wgmma(1)  # S is ready (all but the newest wgmma group are done); P V still runs
+                    # TileLang hands a stage's buffers back to the producer right after the statement that last
+                    # reads them. The wgmma above reads K_shared asynchronously, so its last read is made here,
+                    # past the wait: else the next TMA load could overwrite K while the tensor cores still read it.
+                    touch[0] = K_shared[0, 0]
+                    mask(S, bx, k)
+                    online_softmax(S, m, m_prev, rescale, row_sum, l)  # while P V runs
+                    T.wait_wgmma(0)  # P V is done: O and P may change now
+                    touch[0] = V_shared[0, 0]  # V's last read, past the wait (as for K above)
+                    for i, j in T.Parallel(block_M, dim):
+                        acc_o[i, j] *= rescale[i]  # O = O * exp(m_prev - m), ready for P(k) V(k)
+                    T.copy(S, P)
+                last = n_tiles - 1
+                T.copy(V[bz, last * block_N:(last + 1) * block_N, by, :], V_last)
+                T.gemm(P, V_last, acc_o, policy=T.GemmWarpPolicy.FullRow)  # the last tile's P V
 
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] /= l[i]
@@ -101,13 +148,16 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
 DTYPES = ["float16", "bfloat16"]
 
 # With 256 threads the two consumer warpgroups split block_M, so block_M = 64 needs threads = 128; one warpgroup
-# holding a 128 × 128 tile spills. The shipped config is the one measured at 0.91-0.93× SDPA on the H200.
+# holding a 128 × 128 tile spills. The shipped config was tuned on the H200 (bench/README.md).
 SPACE = {
     "block_M": [64, 128],
     "block_N": [64, 128],
     "num_stages": [1, 2],
     "threads": [128, 256],
 }
+
+# overlap=False is the plain loop, for comparison, and for GPUs before Hopper (T.wgmma_gemm needs sm_90a).
+OPTIONS = {"overlap": [True, False]}
 
 PRESETS = {
     "8×32×4096×128": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=False),

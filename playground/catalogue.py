@@ -8,7 +8,9 @@ needs to compile, check and time it. The names it must define:
                      the outputs
     DTYPES           the element types it supports, the default first
     SPACE            the tunable tile parameters: {name: [values]} (the factory's defaults are the shipped config)
-    PRESETS          problem sizes to pick from: {label: {problem parameter: value}}
+    PRESETS          problem sizes to pick from: {label: {problem parameter: value}}; a preset may also name tile
+                     parameters (ones in SPACE or OPTIONS): the config tuned for that size, which becomes the
+                     default whenever the problem is that size
     CHECK_SHAPES     problem sizes verification always runs on (ragged ones included), each merged over the
                      problem being run, so that a variant such as `causal` is checked too
     make_inputs(...) seeded random inputs on a device, from the problem sizes, `dtype`, `device` and `generator`
@@ -86,9 +88,26 @@ class Kernel:
     def options(self) -> dict[str, list]:
         return {k: list(v) for k, v in getattr(self.module, "OPTIONS", {}).items()}
 
+    def _is_tile(self, name: str) -> bool:
+        return name in self.space or name in self.options
+
     @property
     def presets(self) -> dict[str, dict]:
-        return {k: dict(v) for k, v in self.module.PRESETS.items()}
+        """{label: problem sizes}: the sizes part of each preset."""
+        return {k: {n: v for n, v in p.items() if not self._is_tile(n)} for k, p in self.module.PRESETS.items()}
+
+    @property
+    def tuned(self) -> dict[str, dict]:
+        """{label: tile parameters}: the presets that carry a config tuned for their size."""
+        out = {k: {n: v for n, v in p.items() if self._is_tile(n)} for k, p in self.module.PRESETS.items()}
+        return {k: t for k, t in out.items() if t}
+
+    def tuned_tile(self, problem: dict) -> dict:
+        """The tile parameters tuned for exactly this problem (from its preset), or {}."""
+        for label, sizes in self.presets.items():
+            if label in self.tuned and all(problem.get(n) == v for n, v in sizes.items()):
+                return dict(self.tuned[label])
+        return {}
 
     @property
     def baselines(self) -> dict[str, Callable]:
@@ -132,18 +151,20 @@ class Kernel:
         dtype = str(values.pop("dtype", self.defaults.get("dtype", self.dtypes[0])))
         if dtype not in self.dtypes:
             raise StageError("parameters", f"dtype {dtype!r} is not one of {self.dtypes}")
-        tile = {n: self.defaults[n] for n in self.tile_names}
+        tile_values = {}
         for name, value in values.items():
             if name in self.problem_names:
                 problem[name] = _convert(name, value, problem.get(name, self.defaults.get(name)))
-            elif name in tile:
-                tile[name] = _convert(name, value, self.defaults[name])
+            elif name in self.tile_names:
+                tile_values[name] = _convert(name, value, self.defaults[name])
             else:
                 known = self.problem_names + ["dtype"] + self.tile_names
                 raise StageError("parameters", f"{self.name} has no parameter {name!r}; it has {', '.join(known)}")
         missing = [n for n in self.problem_names if n not in problem]
         if missing:
             raise StageError("parameters", f"no value for {', '.join(missing)}")
+        # The factory's defaults, then what was tuned for this size, then what was asked for.
+        tile = {n: self.defaults[n] for n in self.tile_names} | self.tuned_tile(problem) | tile_values
         for name, allowed in self.options.items():
             if name in tile and tile[name] not in allowed:
                 raise StageError("parameters", f"{name} must be one of {allowed}, not {tile[name]!r}")
@@ -177,6 +198,7 @@ class Kernel:
             "space": self.space,
             "options": self.options,
             "presets": self.presets,
+            "tuned": self.tuned,
             "check_shapes": list(self.module.CHECK_SHAPES),
             "baselines": list(self.baselines),
         }

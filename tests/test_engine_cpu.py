@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT
 from playground import catalogue
 from playground.compile import build, compile_kernel, parse_ptxas, split_line_directives
+from playground.errors import StageError
 
 SMALL = {"gemm": dict(M=256, N=256, K=256), "gemm_epilogue": dict(M=256, N=256, K=256)}
 
@@ -55,6 +56,17 @@ def test_unknown_parameter_is_rejected_with_the_known_ones():
     assert err.value.stage == "parameters" and "block_M" in err.value.message
 
 
+def test_a_presets_tuned_tile_is_the_default_at_its_size_and_what_the_user_sets_wins():
+    k = catalogue.load("softmax")
+    tuned = k.tuned["4096×32768 (long rows)"]["rows_per_block"]
+    assert k.problem_names == ["M", "N"] and "rows_per_block" in k.tile_names
+    assert k.presets["4096×32768 (long rows)"] == {"M": 4096, "N": 32768}
+    assert k.resolve({"preset": "4096×32768 (long rows)"}).tile["rows_per_block"] == tuned
+    assert k.resolve({"M": 4096, "N": 32768}).tile["rows_per_block"] == tuned  # the size, however it was given
+    assert k.resolve({}).tile["rows_per_block"] == k.defaults["rows_per_block"] != tuned
+    assert k.resolve({"M": 4096, "N": 32768, "rows_per_block": "8"}).tile["rows_per_block"] == 8
+
+
 def test_string_values_are_converted_by_the_type_of_the_default():
     cfg = catalogue.load("gemm").resolve({"block_M": "64", "M": "1000", "dtype": "bfloat16"})
     assert cfg.tile["block_M"] == 64 and cfg.problem["M"] == 1000 and cfg.dtype == "bfloat16"
@@ -80,6 +92,25 @@ def test_tensor_core_kernels_use_wgmma_and_tma_on_hopper(name):
     r = compile_kernel(k, k.resolve(small(name)), "sm_90a")
     assert "wgmma.mma_async" in r["ptx"], "Hopper tensor cores are driven by wgmma"
     assert "cp.async.bulk.tensor" in r["ptx"], "tiles arrive by TMA"
+
+
+def test_flash_attention_runs_the_softmax_while_the_tensor_cores_do_p_v():
+    k = catalogue.load("flash_attention")
+    ptx = compile_kernel(k, k.resolve(small("flash_attention")), "sm_90a")["ptx"]
+    # The loop waits for all but the newest wgmma group (S = Q Kᵀ ready, P V still running), then for all.
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
+    plain = compile_kernel(k, k.resolve({**small("flash_attention"), "overlap": False}), "sm_90a")["ptx"]
+    assert "wgmma.wait_group.sync.aligned 1;" not in plain
+
+
+def test_flash_attention_for_ampere_needs_the_plain_loop_and_says_so():
+    k = catalogue.load("flash_attention")
+    ampere = {**small("flash_attention"), "block_M": 64, "threads": 128}
+    r = compile_kernel(k, k.resolve({**ampere, "overlap": False}), "sm_80")
+    assert "mma.sync" in r["ptx"] and "wgmma" not in r["ptx"]
+    with pytest.raises(StageError) as err:
+        compile_kernel(k, k.resolve(ampere), "sm_80")
+    assert "wgmma_gemm" in err.value.message and "Hopper" in err.value.message
 
 
 def test_gemm_for_ampere_uses_mma_not_wgmma():

@@ -258,6 +258,21 @@ def test_url_query_sets_parameters():
     assert q == "kernel=gemm&block_M=64"
 
 
+def test_choosing_a_preset_sets_the_tile_tuned_for_its_size_and_leaving_it_restores_the_default():
+    from playground.ui import engine
+    c = ctl.controls_for(engine.describe("softmax"))
+    long_rows = next(label for label in c.presets if "32768" in label)
+    assert c.tuned[long_rows]["rows_per_block"] != int(c.defaults()["rows_per_block"])
+    values = ctl.preset_values(c, long_rows)
+    assert values["N"] == "32768" and values["rows_per_block"] == str(c.tuned[long_rows]["rows_per_block"])
+    assert "threads" not in values  # tile parameters no preset tunes are left as the user set them
+    assert ctl.preset_for(c, {**c.defaults(), **values}) == long_rows
+    back = ctl.preset_values(c, "16384×4096")
+    assert back["rows_per_block"] == c.defaults()["rows_per_block"]
+    from_link, _ = ctl.from_query(c, {"preset": long_rows})
+    assert from_link["rows_per_block"] == values["rows_per_block"]
+
+
 # -- server bits ---------------------------------------------------------------------------------------------------
 def test_password_from_env_and_file(tmp_path):
     from playground.ui.server import checker, password_from_env

@@ -31,6 +31,7 @@ class Controls:
     dtypes: list[str] = field(default_factory=list)
     dtype: str = ""
     presets: dict[str, dict] = field(default_factory=dict)
+    tuned: dict[str, dict] = field(default_factory=dict)   # {preset label: tile parameters tuned for that size}
 
     @property
     def names(self) -> list[str]:
@@ -85,7 +86,18 @@ def controls_for(describe: dict) -> Controls:
                                 not isinstance(default, bool)))
     dtypes = [text(d) for d in describe.get("dtypes") or []]
     dtype = text(defaults.get("dtype", dtypes[0] if dtypes else ""))
-    return Controls(describe.get("name", ""), problem, tile, dtypes, dtype, presets)
+    return Controls(describe.get("name", ""), problem, tile, dtypes, dtype, presets, describe.get("tuned") or {})
+
+
+def preset_values(controls: Controls, label: str) -> dict[str, str]:
+    """What choosing a preset sets: its sizes, and every tile parameter that some preset tunes, to this preset's
+    tuned value or else the factory default (so leaving a tuned size also leaves its tuning)."""
+    out = {k: text(v) for k, v in controls.presets.get(label, {}).items()}
+    defaults = controls.defaults()
+    for name in {n for t in controls.tuned.values() for n in t}:
+        if name in defaults:
+            out[name] = text(controls.tuned.get(label, {}).get(name, defaults[name]))
+    return out
 
 
 def preset_for(controls: Controls, values: dict) -> str:
@@ -123,7 +135,7 @@ def from_query(controls: Controls, query: dict, base: dict | None = None) -> tup
     preset = query.get("preset")
     if preset is not None:
         if preset in controls.presets:
-            values.update({k: text(v) for k, v in controls.presets[preset].items()})
+            values.update(preset_values(controls, preset))
         else:
             unknown.append(f"preset={preset}")
     for k, v in query.items():

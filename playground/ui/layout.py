@@ -335,7 +335,7 @@ class Page:
         kernel, source, c, values, dtype, arch = self.read(data)
         label = data[self.preset]
         if label in c.presets:
-            values.update({k: str(v) for k, v in c.presets[label].items()})
+            values.update(ctl.preset_values(c, label))
         out = self.slot_updates(c, values)
         out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request)))
         return out
