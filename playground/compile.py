@@ -178,7 +178,23 @@ def tilelang_error(exc: BaseException, user_file: str) -> StageError:
     if not re.match(r"^[\w.]*(Error|Exception)", message):
         message = f"{type(exc).__name__}: {message}"
     line = user_line_from_text(text, user_file) or user_line_from_traceback(exc, user_file)
-    return StageError("tilelang", message[:500], line, clip(format_exception(exc)))
+    return StageError("tilelang", message[:500], _line_of_named_op(message, user_file, line), clip(format_exception(exc)))
+
+
+def _line_of_named_op(message: str, user_file: str, line: int | None) -> int | None:
+    """A lowering error that names the operation it failed on (`T.wgmma_gemm() requires ...`) can carry the span of
+    an operand instead (the line allocating its first buffer); then point at the operation's first use instead."""
+    m = re.search(r"\b(T\.\w+)\(\)", message)
+    if not m:
+        return line
+    try:
+        lines = Path(user_file).read_text().splitlines()
+    except OSError:
+        return line
+    call = m.group(1) + "("
+    if line is not None and 0 < line <= len(lines) and call in lines[line - 1]:
+        return line
+    return next((i for i, text in enumerate(lines, 1) if call in text and not text.lstrip().startswith("#")), line)
 
 
 # -- the compile step -------------------------------------------------------------------------------------------

@@ -111,6 +111,7 @@ def test_flash_attention_for_ampere_needs_the_plain_loop_and_says_so():
     with pytest.raises(StageError) as err:
         compile_kernel(k, k.resolve(ampere), "sm_80")
     assert "wgmma_gemm" in err.value.message and "Hopper" in err.value.message
+    assert "T.wgmma_gemm(" in k.source.splitlines()[err.value.line - 1], "the error points at the operation's line"
 
 
 def test_gemm_for_ampere_uses_mma_not_wgmma():
