@@ -88,25 +88,28 @@ class Kernel:
     def options(self) -> dict[str, list]:
         return {k: list(v) for k, v in getattr(self.module, "OPTIONS", {}).items()}
 
-    def _is_tile(self, name: str) -> bool:
-        return name in self.space or name in self.options
+    def _split(self, preset: dict) -> tuple[dict, dict]:
+        """A preset's problem sizes, and the tile parameters (names in SPACE or OPTIONS) tuned for them."""
+        tile_names = set(self.space) | set(self.options)
+        return ({n: v for n, v in preset.items() if n not in tile_names},
+                {n: v for n, v in preset.items() if n in tile_names})
 
     @property
     def presets(self) -> dict[str, dict]:
         """{label: problem sizes}: the sizes part of each preset."""
-        return {k: {n: v for n, v in p.items() if not self._is_tile(n)} for k, p in self.module.PRESETS.items()}
+        return {k: self._split(p)[0] for k, p in self.module.PRESETS.items()}
 
     @property
     def tuned(self) -> dict[str, dict]:
         """{label: tile parameters}: the presets that carry a config tuned for their size."""
-        out = {k: {n: v for n, v in p.items() if self._is_tile(n)} for k, p in self.module.PRESETS.items()}
-        return {k: t for k, t in out.items() if t}
+        return {k: tile for k, p in self.module.PRESETS.items() if (tile := self._split(p)[1])}
 
     def tuned_tile(self, problem: dict) -> dict:
         """The tile parameters tuned for exactly this problem (from its preset), or {}."""
-        for label, sizes in self.presets.items():
-            if label in self.tuned and all(problem.get(n) == v for n, v in sizes.items()):
-                return dict(self.tuned[label])
+        for preset in self.module.PRESETS.values():
+            sizes, tile = self._split(preset)
+            if tile and all(problem.get(n) == v for n, v in sizes.items()):
+                return tile
         return {}
 
     @property
