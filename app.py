@@ -46,7 +46,15 @@ def main(argv=None) -> None:
     password = password_from_env()
     print(f"TileLang Playground on http://{args.host}:{args.port}/"
           + (" (password login on)" if password else ""), flush=True)
-    serve(args.host, args.port, password)
+    try:
+        serve(args.host, args.port, password)
+    except KeyboardInterrupt:
+        # Stopped before Gradio's own wait took over (during launch, or while the job layer starts its workers):
+        # close as that wait would on Ctrl-C, then exit normally so the exit handlers stop the workers. Uncaught,
+        # Python would end by SIGINT (status -2) instead.
+        import gradio
+        print("Stopped while starting; closing the server.", flush=True)
+        gradio.close_all()
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 Compiles here are real (TileLang on the CPU for sm_90a), kept small (M=N=K=256) so that each takes seconds."""
 import socket
+import time
 
 import httpx
 import pytest
@@ -121,10 +122,11 @@ def test_password_login_guards_the_page_but_not_health():
         demo.close()
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT inherited as ignored"])
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT inherited as ignored", "SIGTERM while starting"])
 def test_app_shuts_down_cleanly_when_stopped(how, tmp_path):
     # `docker stop` sends SIGTERM; a server started from a script's background job inherits SIGINT ignored. Either
-    # way the app must close as on Ctrl-C, so the job layer stops its workers and removes its folders.
+    # way the app must close as on Ctrl-C, so the job layer stops its workers and removes its folders; and so it must
+    # when the signal lands while the page is still being built, before Gradio's own wait has taken over.
     import os
     import signal
     import sys
@@ -133,11 +135,17 @@ def test_app_shuts_down_cleanly_when_stopped(how, tmp_path):
     from load_test import start_app, wait_health
     from playground.jobs.sandbox import server_jobs_dir
     port = free_port()
-    app = start_app(port, tmp_path / "app.log", ignore_sigint="SIGINT" in how)
+    log = tmp_path / "app.log"
+    app = start_app(port, log, ignore_sigint="SIGINT" in how)
     try:
-        wait_health(port, timeout=120)
+        if "starting" in how:
+            deadline = time.monotonic() + 60
+            while "TileLang Playground on" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        else:
+            wait_health(port, timeout=120)
         app.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
-        assert app.wait(timeout=45) == 0
+        assert app.wait(timeout=45) == 0, log.read_text()[-2000:]
         jobs_dir = server_jobs_dir(app.pid)
         assert not jobs_dir.exists(), sorted(str(p) for p in jobs_dir.rglob("*"))[:10]
     finally:

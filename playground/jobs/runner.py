@@ -61,12 +61,19 @@ _state: _State | None = None
 _state_lock = threading.Lock()
 
 
+_exit_hook = False
+
+
 def state() -> _State:
-    global _state
+    global _state, _exit_hook
     with _state_lock:
+        if not _exit_hook:
+            # Before the state is made: a stop (SIGTERM, Ctrl-C) that lands half-way through making it still
+            # removes whatever folders it had created by then.
+            atexit.register(shutdown)
+            _exit_hook = True
         if _state is None:
             _state = _State()
-            atexit.register(_state.close)
         return _state
 
 
@@ -83,6 +90,7 @@ def shutdown() -> None:
         if _state is not None:
             _state.close()
             _state = None
+        sandbox.remove_jobs_root()
 
 
 def _clean_options(options: dict | None) -> dict:
