@@ -41,20 +41,24 @@ def stop_like_ctrl_c() -> None:
 def main(argv=None) -> None:
     args = parse_args(argv)
     stop_like_ctrl_c()
-    from playground.ui import serve
-    from playground.ui.server import password_from_env
-    password = password_from_env()
-    print(f"TileLang Playground on http://{args.host}:{args.port}/"
-          + (" (password login on)" if password else ""), flush=True)
     try:
+        from playground.ui import serve
+        from playground.ui.server import password_from_env
+        password = password_from_env()
+        print(f"TileLang Playground on http://{args.host}:{args.port}/"
+              + (" (password login on)" if password else ""), flush=True)
         serve(args.host, args.port, password)
     except KeyboardInterrupt:
-        # Stopped before Gradio's own wait took over (during launch, or while the job layer starts its workers):
-        # close as that wait would on Ctrl-C, then exit normally so the exit handlers stop the workers. Uncaught,
-        # Python would end by SIGINT (status -2) instead.
-        import gradio
+        # Stopped before Gradio's own wait took over (while importing, during launch, or while the job layer starts
+        # its workers): close as that wait would on Ctrl-C, then exit normally so that the exit handlers stop the
+        # workers. Uncaught, Python would end by SIGINT (status -2) instead.
         print("Stopped while starting; closing the server.", flush=True)
-        gradio.close_all()
+        gradio = sys.modules.get("gradio")  # not imported yet (or half-imported when the stop came): nothing runs
+        if hasattr(gradio, "close_all"):
+            try:
+                gradio.close_all()
+            except Exception as exc:  # a half-built server: the process ends anyway
+                print(f"while closing: {exc!r}", flush=True)
 
 
 if __name__ == "__main__":
