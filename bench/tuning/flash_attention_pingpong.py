@@ -10,13 +10,14 @@ the whole pipeline is written by hand:
 
 - a producer warpgroup loads K and V tiles by TMA into `stages` buffers each, guarded by full/empty mbarriers (K and
   V separately, so K can be handed back as soon as S = Q Kᵀ is done, V after P V);
-- two consumer warpgroups, 64 query rows each, run the loop of the shipped kernel (S of tile k and P V of tile k-1
-  issued together, the softmax of tile k under P V), with each warpgroup's issue step between
-  `T.sync_threads(own barrier)` and `T.named_barrier_arrive(the other's barrier)`.
+- consumer warpgroups, 64 query rows each (two; three in FlashAttention-3's 192-row tile at head dim 64), run the
+  loop of the shipped kernel (S of tile k and P V of tile k-1 issued together, the softmax of tile k under P V),
+  with each warpgroup's issue step between
+  `T.sync_threads(own barrier)` and `T.named_barrier_arrive(the next one's barrier)`, round the ring.
 
 `pingpong=False` keeps the same hand-written pipeline without the turn-taking: it isolates what the schedule buys.
 
-On the device:  PYTHONPATH=/tmp/site:$PWD python3 bench/tuning/flash_attention_pingpong.py   (prints a table)
+On the device:  bash bench/tuning/run.sh flash_attention_pingpong.py   (carry .device; prints a table)
 Here (no GPU):  python bench/tuning/flash_attention_pingpong.py --compile-only
 """
 import math
@@ -30,15 +31,19 @@ import tilelang.language as T
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-TURN = 5  # named barrier ids TURN and TURN + 1 (TileLang's own partial syncs use low ids)
+TURN = 5  # named barrier ids TURN .. TURN + warpgroups - 1 (TileLang's own partial syncs use low ids)
 
 
 def fa_pingpong(batch, heads, seq_len, dim, causal, dtype="float16", block_M=128, block_N=128, stages=2,
-                pingpong=True, producer_regs=24, consumer_regs=240):
+                pingpong=True, producer_regs=24, consumer_regs=None):
     accum = "float32"
     scale = (1.0 / math.sqrt(dim)) * 1.4426950408889634
     shape = (batch, seq_len, heads, dim)
-    consumers = 256
+    groups = block_M // 64  # consumer warpgroups, 64 query rows each (FlashAttention-3 uses 3 at head dim 64)
+    consumers = 128 * groups
+    if consumer_regs is None:  # what the register file leaves them after the producer's share, in steps of 8
+        consumer_regs = min(240, (65536 // (consumers + 128) * (consumers + 128) - 128 * producer_regs)
+                            // consumers // 8 * 8)
 
     @T.macro
     def mask(S, bx, k):
@@ -71,7 +76,7 @@ def fa_pingpong(batch, heads, seq_len, dim, causal, dtype="float16", block_M=128
             v_full = T.alloc_barrier([128] * stages)
             v_empty = T.alloc_barrier([consumers] * stages)
             tx = T.get_thread_binding()
-            wg = tx // 128  # 0 or 1 for the consumers
+            wg = tx // 128  # the consumer warpgroup: 0 .. groups-1
 
             n_tiles = (T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N)) if causal
                        else T.ceildiv(seq_len, block_N))
@@ -94,9 +99,9 @@ def fa_pingpong(batch, heads, seq_len, dim, causal, dtype="float16", block_M=128
                 T.fill(l, 0)
                 T.fill(m, -T.infinity(accum))
                 T.fill(P, 0)  # never multiplied at k = 0 (no P V is issued there), but TileLang asks P to be set
-                if pingpong:
-                    if wg == 1:
-                        T.named_barrier_arrive(TURN, consumers)  # warpgroup 0 goes first
+                if pingpong:  # the warpgroups issue in turn, 0, 1, .., groups-1, 0, ..
+                    if wg == groups - 1:
+                        T.named_barrier_arrive(TURN, 256)  # warpgroup 0 goes first
                 for k in T.serial(n_tiles):
                     s = k % stages
                     sp = (k + stages - 1) % stages  # the stage of tile k-1 (V one tile behind K)
@@ -104,14 +109,14 @@ def fa_pingpong(batch, heads, seq_len, dim, causal, dtype="float16", block_M=128
                     if k > 0:
                         T.mbarrier_wait_parity(v_full[sp], ((k - 1) // stages) & 1)
                     if pingpong:
-                        T.sync_threads(TURN + wg, consumers)  # my turn: the other warpgroup has issued
+                        T.sync_threads(TURN + wg, 256)  # my turn: the warpgroup before me has issued
                     T.wgmma_gemm(Q_shared, K_shared[s, :, :], S, transpose_B=True, clear_accum=True,
                                  policy=T.GemmWarpPolicy.FullRow)
                     if k > 0:  # at k = 0 that stage of V holds no tile yet: whatever is there (NaN bits, say)
                         T.wgmma_gemm(P, V_shared[sp, :, :], acc_o, policy=T.GemmWarpPolicy.FullRow)
                     if pingpong:
-                        if wg == 0 or k < n_tiles - 1:  # no turn is waited for after warpgroup 1's last
-                            T.named_barrier_arrive(TURN + 1 - wg, consumers)
+                        if wg < groups - 1 or k < n_tiles - 1:  # after the last warpgroup's last, nobody waits
+                            T.named_barrier_arrive(TURN + (wg + 1) % groups, 256)  # the next one's turn
                     if k > 0:
                         T.wait_wgmma(1)  # S is ready; P V still runs
                     else:
@@ -151,10 +156,16 @@ SHAPES = [  # (batch, heads, seq_len, dim, causal): the bench's six rows, then a
 CHECKS = [(2, 4, 1000, 128, False), (2, 4, 1000, 128, True), (1, 2, 512, 64, True)]
 VARIANTS = {
     "pingpong": dict(),
+    "pingpong 3 warpgroups (bM 192)": dict(block_M=192, dims=(64,)),  # FA3's tile at head dim 64 (spills at 128)
     "hand pipeline, no pingpong": dict(pingpong=False),
     "pingpong s3": dict(stages=3),
 }
 TARGET = {"kind": "cuda", "arch": "sm_90a"}
+
+
+def variants(dim):
+    return {name: {k: v for k, v in kw.items() if k != "dims"} for name, kw in VARIANTS.items()
+            if dim in kw.get("dims", (dim,))}
 
 
 def build(b, h, s, d, c, dtype="float16", **kw):
@@ -180,7 +191,7 @@ def compile_only():
     from playground.compile import launch_info, ptxas_resources
     tilelang.env.disable_cache()
     for shape in [SHAPES[0], SHAPES[1], SHAPES[2]]:
-        for name, kw in VARIANTS.items():
+        for name, kw in variants(shape[3]).items():
             try:
                 kernel = build(*shape, **kw)
             except Exception as exc:
@@ -200,7 +211,7 @@ def compile_only():
 def on_gpu():
     from precompile import precompile
     precompile([(build_shipped, (*shape, dtype), {}) for dtype, shape in cases()]
-               + [(build, (*shape, dtype), kw) for dtype, shape in cases() for kw in VARIANTS.values()])
+               + [(build, (*shape, dtype), kw) for dtype, shape in cases() for kw in variants(shape[3]).values()])
     import torch
     import torch.nn.functional as F
     from playground.timing import Timer
@@ -219,7 +230,7 @@ def on_gpu():
         ref = shipped.reference(q, k_, v, c)
         fns = {"sdpa": sdpa}
         kernels = {"ship": build_shipped(b, h, s, d, c, dtype)}
-        for name, kw in VARIANTS.items():
+        for name, kw in variants(d).items():
             try:
                 kernels[name] = build(b, h, s, d, c, dtype, **kw)
             except Exception as exc:

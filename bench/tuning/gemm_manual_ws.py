@@ -10,7 +10,7 @@ warpgroups run the wgmma.
 Variants: manual schedule with wait depth 1 (CUTLASS) and 0 (the shipped behaviour, same code otherwise: isolates
 the effect of the wait), stages 3/4, C stored through shared memory (TMA) or straight from registers.
 
-On the device:  PYTHONPATH=/tmp/site:$PWD python3 bench/tuning/gemm_manual_ws.py   (prints a table; needs a GPU)
+On the device:  bash bench/tuning/run.sh gemm_manual_ws.py   (carry .device; prints a table)
 Here (no GPU):  python bench/tuning/gemm_manual_ws.py --compile-only   (builds every variant for sm_90a, prints
                 ptxas figures and counts the waits in the generated CUDA)
 """
