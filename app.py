@@ -12,6 +12,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,38 +28,60 @@ def parse_args(argv=None, env=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def stop_like_ctrl_c() -> None:
-    """`docker stop` and service managers send SIGTERM, which by default ends Python at once (and PID 1 in a container
-    ignores it): take it as Ctrl-C instead, so that Gradio closes and the job layer's exit handler stops its workers
-    and removes their folders. SIGINT gets Python's handler back even where it started ignored (a server started as
-    a background job of a non-interactive shell inherits SIGINT ignored)."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+class StopRequest:
+    """What SIGTERM (`docker stop`, service managers) and SIGINT (Ctrl-C) do: ask the server to stop.
+
+    The first signal only records the request; the main thread acts on it once the page is up (or at once, if it
+    already is). Raising KeyboardInterrupt from the handler instead, as Python does by default, lets the stop land
+    anywhere: CI saw it swallowed inside an event loop's `__del__` ("Exception ignored", the server kept running) and
+    end the process by SIGINT after it had been handled (status -2). A second signal does not wait: it raises
+    KeyboardInterrupt as Ctrl-C always has, for a start-up that hangs. SIGINT gets a handler even where it started
+    ignored (a server started as a background job of a non-interactive shell inherits SIGINT ignored); SIGTERM
+    would otherwise end Python at once, and PID 1 in a container ignores it."""
+
+    def __init__(self) -> None:
+        self.signals: list[str] = []
+
+    def __call__(self, signum, frame) -> None:
+        self.signals.append(signal.Signals(signum).name)
+        if len(self.signals) > 1:
+            raise KeyboardInterrupt
+
+    @property
+    def requested(self) -> bool:
+        return bool(self.signals)
+
+    def install(self) -> "StopRequest":
+        signal.signal(signal.SIGTERM, self)
+        signal.signal(signal.SIGINT, self)
+        return self
+
+    def wait(self, poll_s: float = 0.2) -> None:
+        # A sleep, not a lock: the handler runs between bytecodes of this loop and only appends to a list.
+        while not self.requested:
+            time.sleep(poll_s)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    stop_like_ctrl_c()
+    stop = StopRequest().install()
+    demo = None
     try:
         from playground.ui import serve
         from playground.ui.server import password_from_env
         password = password_from_env()
         print(f"TileLang Playground on http://{args.host}:{args.port}/"
               + (" (password login on)" if password else ""), flush=True)
-        serve(args.host, args.port, password)
-    except KeyboardInterrupt:
-        # Stopped before Gradio's own wait took over (while importing, during launch, or while the job layer starts
-        # its workers): close as that wait would on Ctrl-C, then exit normally so that the exit handlers stop the
-        # workers. Uncaught, Python would end by SIGINT (status -2) instead.
-        print("Stopped while starting; closing the server.", flush=True)
-        gradio = sys.modules.get("gradio")  # not imported yet (or half-imported when the stop came): nothing runs
-        if hasattr(gradio, "close_all"):
-            try:
-                gradio.close_all()
-            except Exception as exc:  # a half-built server: the process ends anyway
-                print(f"while closing: {exc!r}", flush=True)
+        demo, _, _ = serve(args.host, args.port, password, prevent_thread_lock=True)
+        stop.wait()
+        print(f"{stop.signals[0]}: closing the server.", flush=True)
+    except KeyboardInterrupt:  # a second stop signal while starting or closing
+        print("Stopped; closing the server.", flush=True)
+    finally:
+        # Close the page, then return normally: the job layer's exit handler stops its workers and removes their
+        # folders as the interpreter exits.
+        if demo is not None:
+            demo.close()
 
 
 if __name__ == "__main__":

@@ -1,11 +1,23 @@
 """Tiled tensor-core GEMM: C = A @ B in fp16 or bf16, accumulated in fp32.
 
-Each thread block owns one block_M × block_N tile of C. It walks along K in steps of block_K: copy a tile of A and a
-tile of B from global memory into shared memory, multiply them on the tensor cores into a register accumulator, and
-move on. `T.Pipelined` overlaps the copies of the next steps with the multiply of this one (num_stages tiles in
-flight); on Hopper (sm_90a) TileLang turns the copies into TMA loads and the multiply into wgmma, with a producer
-warpgroup feeding the consumers. At the end the accumulator is rounded to the output type and written once, through
-shared memory so that the store too is one TMA bulk copy per tile.
+Two schedules of the same tiling, the second built out of the first.
+
+1. `gemm_pipelined` (any GPU with tensor cores). Each thread block owns one block_M × block_N tile of C. It walks
+   along K in steps of block_K: copy a tile of A and a tile of B from global memory into shared memory, multiply them
+   on the tensor cores into a register accumulator, and move on. `T.Pipelined` overlaps the copies of the next
+   steps with the multiply of this one (num_stages tiles in flight); on Hopper (sm_90a) TileLang turns the copies
+   into TMA loads and the multiply into wgmma, with a producer warpgroup feeding the consumers. At the end the
+   accumulator is rounded to the output type and written once, through shared memory, as one TMA bulk copy.
+
+2. `gemm_warp_specialized` (Hopper, the shipped default). The same pipeline written out by hand, for two things
+   `T.Pipelined` cannot do. (a) It waits for the tensor cores only as far as it must: after issuing step k, a
+   consumer waits until just that step is still running (`T.wait_wgmma(1)`) and hands back the buffer of step k-1,
+   so the tensor cores never drain between steps (CUTLASS does the same). (b) It is persistent: one block per SM
+   walks many tiles, so the producer starts loading the next tile while the consumers finish this one, and the
+   store of a finished tile runs while the next one is being multiplied. With a short K (8192 × 8192 × 1024: 16
+   steps a tile) the start and end of each tile are a large part of its time; here they overlap the work.
+   That took the kernel from 0.90× to 1.02× cuBLAS at 8192 × 8192 × 1024 and from 0.97× to 1.00× at 4096³ on an
+   H200 (bench/README.md).
 
 Run it alone:  python kernels/gemm.py   (checks it against PyTorch and times it against cuBLAS on a GPU)
 """
@@ -14,7 +26,17 @@ import tilelang.language as T
 
 
 def gemm(M=4096, N=4096, K=4096, dtype="float16",
-         block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, swizzle_panel=16):
+         block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, swizzle_panel=8,
+         warp_specialized=True, num_sms=132):
+    """`threads`: the threads that multiply (two warpgroups at the default); on Hopper a 128-thread producer
+    warpgroup comes on top. `num_sms`: blocks of the persistent schedule, one per SM (132 on an H100 SXM or H200)."""
+    if warp_specialized:
+        return gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel,
+                                     num_sms)
+    return gemm_pipelined(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel)
+
+
+def gemm_pipelined(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel):
     accum_dtype = "float32"
 
     @T.prim_func
@@ -42,11 +64,88 @@ def gemm(M=4096, N=4096, K=4096, dtype="float16",
     return main
 
 
+def gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel, num_sms):
+    accum_dtype = "float32"
+    consumers = threads
+    k_steps = T.ceildiv(K, block_K)
+    m_tiles, n_tiles = -(-M // block_M), -(-N // block_N)
+    panel = min(swizzle_panel, n_tiles) if swizzle_panel > 0 else n_tiles  # tile columns walked together
+
+    @T.macro
+    def tile_at(t, tile):
+        # The t-th tile in panel order: `panel` tile columns at a time, down all the rows of C within a panel, so
+        # that the 132 tiles in flight at once share a few rows of A and columns of B in L2. The last panel may
+        # be narrower.
+        first_column = t // (panel * m_tiles) * panel
+        width = T.min(panel, n_tiles - first_column)
+        within = t - first_column * m_tiles
+        tile[0] = first_column + within % width  # tile column (bx)
+        tile[1] = within // width  # tile row (by)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(num_sms, threads=consumers + 128) as block:
+            A_shared = T.alloc_shared((num_stages, block_M, block_K), dtype)  # a ring of num_stages buffers
+            B_shared = T.alloc_shared((num_stages, block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            C_shared = T.alloc_shared((block_M, block_N), dtype)
+            # Each buffer has two barriers: `full` (its tiles have arrived; the TMA unit counts their bytes in)
+            # and `empty` (the consumers are done with it; the producer may load into it again).
+            full = T.alloc_barrier([128] * num_stages)
+            empty = T.alloc_barrier([consumers] * num_stages)
+            tile = T.alloc_local((2,), "int32")
+            my_tiles = T.ceildiv(m_tiles * n_tiles - block, num_sms)  # tiles block, block + num_sms, ...
+            tx = T.get_thread_binding()
+
+            if tx >= consumers:  # the producer warpgroup: TMA loads, num_stages steps ahead, tile after tile
+                T.set_max_nreg(40, 0)  # it needs few registers: give them to the consumers
+                for i in T.serial(my_tiles):
+                    tile_at(block + i * num_sms, tile)
+                    for k in T.serial(k_steps):
+                        step = i * k_steps + k  # this block's steps so far: which buffer, and which round of it
+                        s = step % num_stages
+                        T.mbarrier_wait_parity(empty[s], ((step // num_stages) & 1) ^ 1)
+                        # Out-of-range rows and columns of a ragged edge read as zero (TMA fills them).
+                        T.tma_copy(A[tile[1] * block_M:(tile[1] + 1) * block_M, k * block_K:(k + 1) * block_K],
+                                   A_shared[s, :, :], barrier=full[s])
+                        T.tma_copy(B[k * block_K:(k + 1) * block_K, tile[0] * block_N:(tile[0] + 1) * block_N],
+                                   B_shared[s, :, :], barrier=full[s])
+                        T.mbarrier_arrive(full[s])
+            else:  # the consumer warpgroups: wgmma, one step kept in flight
+                T.set_max_nreg(232, 1)
+                for i in T.serial(my_tiles):
+                    tile_at(block + i * num_sms, tile)
+                    T.clear(C_local)
+                    for k in T.serial(k_steps):
+                        step = i * k_steps + k
+                        s = step % num_stages
+                        T.mbarrier_wait_parity(full[s], (step // num_stages) & 1)
+                        T.wgmma_gemm(A_shared[s, :, :], B_shared[s, :, :], C_local,
+                                     policy=T.GemmWarpPolicy.FullRow)
+                        T.wait_wgmma(1)  # step k-1 has finished (step k may still run): its buffer goes back
+                        if k > 0:
+                            T.mbarrier_arrive(empty[(step + num_stages - 1) % num_stages])
+                    T.wait_wgmma(0)
+                    T.mbarrier_arrive(empty[(i * k_steps + k_steps - 1) % num_stages])  # the tile's last step
+                    T.tma_store_wait()  # the previous tile's store has finished reading C_shared
+                    T.sync_threads(1, consumers)  # (named barrier 1: the consumers only, not the producer)
+                    T.copy(C_local, C_shared)  # rounded to dtype
+                    T.sync_threads(1, consumers)
+                    # One TMA store, not waited for: it runs while the next tile is multiplied. Out-of-range parts
+                    # of a ragged edge are not written.
+                    T.tma_copy(C_shared, C[tile[1] * block_M:(tile[1] + 1) * block_M,
+                                           tile[0] * block_N:(tile[0] + 1) * block_N])
+                T.tma_store_wait()
+
+    return main
+
+
 # ---- What the playground needs to know about this kernel -------------------------------------------------------
 DTYPES = ["float16", "bfloat16"]
 
 # Tile parameters worth searching; the factory's defaults above are the shipped config, tuned on an H200
-# (bench/README.md). 256-wide tiles in both M and N, or 4 stages of them, do not fit in shared memory.
+# (bench/README.md). 256-wide tiles in both M and N, or 4 stages of them, do not fit in shared memory; with 256
+# threads the two consumer warpgroups split block_M, so block_M = 64 needs threads = 128.
 SPACE = {
     "block_M": [64, 128, 256],
     "block_N": [64, 128, 256],
@@ -55,6 +154,10 @@ SPACE = {
     "threads": [128, 256],
     "swizzle_panel": [0, 8, 16],
 }
+
+# warp_specialized=False is the T.Pipelined schedule: for comparison, and for GPUs before Hopper (the hand-written
+# schedule uses TMA, mbarriers and wgmma, which need sm_90a).
+OPTIONS = {"warp_specialized": [True, False]}
 
 PRESETS = {
     "4096³": dict(M=4096, N=4096, K=4096),

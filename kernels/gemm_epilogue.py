@@ -1,7 +1,7 @@
 """GEMM with a fused epilogue: D = act(A @ B + bias), bias a vector of N, act relu or gelu.
 
 A linear layer followed by its activation. Done as three PyTorch calls, the M × N result goes to memory and back
-twice more (once for the bias, once for the activation). Here it is the GEMM of `gemm.py` unchanged, except for
+twice more (once for the bias, once for the activation). Here it is `gemm.py`'s first (pipelined) GEMM unchanged, except for
 what happens to the accumulator before it is stored: while the block_M × block_N tile of A @ B is still in
 registers, in fp32, each thread adds the bias of its columns and applies the activation to its own elements; then
 the tile is rounded and written once. On Hopper the K loop is the same TMA + wgmma pipeline as in `gemm.py`; the
@@ -42,12 +42,12 @@ def gemm_epilogue(M=4096, N=4096, K=4096, dtype="float16",
 
             T.use_swizzle(panel_size=swizzle_panel, enable=swizzle_panel > 0)
 
-            # The main loop: exactly gemm.py's.
+            # The main loop: exactly gemm_pipelined's in gemm.py.
             T.clear(C_local)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_shared)
                 T.copy(B[k * block_K, bx * block_N], B_shared)
-                T.gemm(A_shared, B_shared, C_local, policy=T.GemmWarpPolicy.FullRow)  # as in gemm.py
+                T.gemm(A_shared, B_shared, C_local, policy=T.GemmWarpPolicy.FullRow)  # as in gemm_pipelined
 
             # The epilogue, on the fp32 accumulator in registers: each thread touches only the elements it holds.
             # Columns past N (a ragged last tile) take bias 0; they are never stored.

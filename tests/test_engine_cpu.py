@@ -114,11 +114,26 @@ def test_flash_attention_for_ampere_needs_the_plain_loop_and_says_so():
     assert "T.wgmma_gemm(" in k.source.splitlines()[err.value.line - 1], "the error points at the operation's line"
 
 
-def test_gemm_for_ampere_uses_mma_not_wgmma():
+def test_gemm_for_ampere_needs_the_pipelined_schedule_and_says_so():
     k = catalogue.load("gemm")
-    r = compile_kernel(k, k.resolve({**small("gemm"), "block_N": 128, "block_K": 32, "num_stages": 3, "threads": 128}),
-                       "sm_80")
+    ampere = {**small("gemm"), "block_N": 128, "block_K": 32, "num_stages": 3, "threads": 128}
+    r = compile_kernel(k, k.resolve({**ampere, "warp_specialized": False}), "sm_80")
     assert "mma.sync" in r["ptx"] and "wgmma" not in r["ptx"]
+    with pytest.raises(StageError) as err:
+        compile_kernel(k, k.resolve(ampere), "sm_80")
+    assert "TMA" in err.value.message
+    assert "T.tma_copy(" in k.source.splitlines()[err.value.line - 1], "the error points at the operation's line"
+
+
+def test_gemm_for_hopper_keeps_one_wgmma_step_in_flight_and_stays_resident():
+    # The shipped schedule waits for all but the newest wgmma step in its main loop, and launches one block per SM
+    # (persistent), each walking many tiles.
+    k = catalogue.load("gemm")
+    r = compile_kernel(k, k.resolve(small("gemm")), "sm_90a")
+    assert "wgmma.wait_group.sync.aligned 1;" in r["ptx"]
+    assert r["resources"]["grid"][:2] == [132, 1]
+    plain = compile_kernel(k, k.resolve({**small("gemm"), "warp_specialized": False}), "sm_90a")
+    assert "wgmma.wait_group.sync.aligned 1;" not in plain["ptx"] and plain["resources"]["grid"][:2] == [1, 2]
 
 
 WIDE_LOAD = r"ld\.global(\.\w+)*\.v(4\.(b|u|f)32|2\.(b|u|f)64|8)"
@@ -137,7 +152,7 @@ def test_memory_bound_kernels_move_16_bytes_per_access():
 
 def test_line_map_points_gemm_cuda_back_to_the_t_gemm_line():
     k = catalogue.load("gemm")
-    r = compile_kernel(k, k.resolve(small("gemm")), "sm_90a")
+    r = compile_kernel(k, k.resolve({**small("gemm"), **PIPELINED}), "sm_90a")
     cuda_lines = r["cuda"].splitlines()
     assert len(r["line_map"]) == len(cuda_lines)
     gemm_line = line_of(k.source, "T.gemm(A_shared, B_shared, C_local")
@@ -186,6 +201,7 @@ def _write(text: str) -> str:
 
 
 GEMM = (ROOT / "kernels" / "gemm.py").read_text()
+PIPELINED = {"warp_specialized": False}  # the tests that edit gemm.py edit its first, T.Pipelined, schedule
 
 
 def test_syntax_error_is_a_python_error_at_its_line():
@@ -203,14 +219,14 @@ def test_exception_at_import_is_a_python_error_at_its_line():
 
 def test_misspelt_buffer_in_kernel_is_a_tilelang_error_at_its_line():
     text = GEMM.replace("T.clear(C_local)", "T.clear(C_locl)")
-    err = compile_error(text)
+    err = compile_error(text, PIPELINED)
     assert err["stage"] == "tilelang" and "C_locl" in err["message"] and err["line"] == line_of(text, "C_locl")
 
 
 def test_gemm_into_the_wrong_buffer_is_a_tilelang_error_at_its_line():
     text = GEMM.replace("T.gemm(A_shared, B_shared, C_local", "T.gemm(A_shared, B_shared, A_shared")
     assert text != GEMM
-    err = compile_error(text)
+    err = compile_error(text, PIPELINED)
     assert err["stage"] == "tilelang" and err["line"] == line_of(text, "T.gemm(A_shared, B_shared, A_shared")
 
 
@@ -218,9 +234,9 @@ def test_undefined_cuda_function_is_an_nvcc_error_at_the_user_line():
     text = GEMM.replace("            T.copy(C_local, C_shared)",
                         "            for i, j in T.Parallel(block_M, block_N):\n"
                         "                C_local[i, j] = T.call_extern(\"float32\", \"no_such_function\", C_local[i, j])\n"
-                        "            T.copy(C_local, C_shared)")
+                        "            T.copy(C_local, C_shared)", 1)
     assert text != GEMM
-    err = compile_error(text)
+    err = compile_error(text, PIPELINED)
     assert err["stage"] == "nvcc" and "no_such_function" in err["message"]
     assert err["line"] == line_of(text, "no_such_function")
     assert err["log"].lstrip().splitlines()[0].endswith('error: identifier "no_such_function" is undefined'), \

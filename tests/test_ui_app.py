@@ -122,7 +122,8 @@ def test_password_login_guards_the_page_but_not_health():
         demo.close()
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT inherited as ignored", "SIGTERM while starting"])
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT inherited as ignored",
+                                 "SIGTERM while starting", "SIGINT while starting"])
 def test_app_shuts_down_cleanly_when_stopped(how, tmp_path):
     # `docker stop` sends SIGTERM; a server started from a script's background job inherits SIGINT ignored. Either
     # way the app must close as on Ctrl-C, so the job layer stops its workers and removes its folders; and so it must
@@ -144,7 +145,7 @@ def test_app_shuts_down_cleanly_when_stopped(how, tmp_path):
                 time.sleep(0.05)
         else:
             wait_health(port, timeout=120)
-        app.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
+        app.send_signal(signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT)
         assert app.wait(timeout=45) == 0, log.read_text()[-2000:]
         jobs_dir = server_jobs_dir(app.pid)
         assert not jobs_dir.exists(), sorted(str(p) for p in jobs_dir.rglob("*"))[:10]
