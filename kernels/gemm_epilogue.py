@@ -1,8 +1,8 @@
 """GEMM with a fused epilogue: D = act(A @ B + bias), bias a vector of N, act relu or gelu.
 
 A linear layer followed by its activation. Done as three PyTorch calls, the M × N result goes to memory and back
-twice more (once for the bias, once for the activation). Here it is `gemm.py`'s first (pipelined) GEMM unchanged, except for
-what happens to the accumulator before it is stored: while the block_M × block_N tile of A @ B is still in
+twice more (once for the bias, once for the activation). Here it is `gemm.py`'s first (pipelined) GEMM unchanged,
+except for what happens to the accumulator before it is stored: while the block_M × block_N tile of A @ B is still in
 registers, in fp32, each thread adds the bias of its columns and applies the activation to its own elements; then
 the tile is rounded and written once. On Hopper the K loop is the same TMA + wgmma pipeline as in `gemm.py`; the
 epilogue runs on the consumer warpgroups that hold the accumulator, and costs a few instructions per element
