@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
+
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
 
@@ -121,17 +123,22 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
     resources = page.inner_text("#pg-resources")
     for label in ("Registers", "Shared memory", "Spills", "Threads", "Grid"):
         assert label in resources, resources
-    assert "2 × 2" in resources  # 256/128 blocks along N, 256/128 along M: the parameters reached the engine
+    # 3 stages of 128 × 64 A and 64 × 128 B tiles and one 128 × 128 C tile, in fp16: block_N reached the engine
+    assert "128 KiB dynamic" in resources, resources
 
     # Mark the CUDA of one source line through the picker.
     page.locator("#pg-srcline input").click()
-    page.locator("ul[role=listbox] li", has_text="T.gemm").first.click()
+    page.locator("ul[role=listbox] li", has_text="T.wgmma_gemm").first.click()
     page.wait_for_selector("#pg-cuda .pg-line.pg-mark")
     assert page.locator("#pg-cuda .pg-line.pg-mark").count() > 0
 
     # The cursor on a source line in the editor marks the CUDA generated from it (client-side, no request).
-    page.evaluate("() => { document.querySelector('#pg-editor .cm-scroller').scrollTop = 300; }")
-    page.locator("#pg-editor .cm-line", has_text="T.gemm(A_shared").first.click()
+    # (the editor draws only the lines near its viewport: scroll to the shipped schedule's wgmma line first)
+    line = next(i for i, text in enumerate((ROOT / "kernels" / "gemm.py").read_text().splitlines())
+                if "T.wgmma_gemm(A_shared" in text)
+    page.evaluate("""(line) => { const s = document.querySelector('#pg-editor .cm-scroller');
+        s.scrollTop = Math.max(0, line - 8) * s.querySelector('.cm-line').offsetHeight; }""", line)
+    page.locator("#pg-editor .cm-line", has_text="T.wgmma_gemm(A_shared").first.click()
     page.wait_for_selector("#pg-cuda .pg-line.pg-sel")
 
     ARTIFACTS.mkdir(exist_ok=True)
