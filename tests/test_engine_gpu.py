@@ -14,6 +14,7 @@ from playground.cli import execute
 pytestmark = pytest.mark.gpu
 
 GEMM = (ROOT / "kernels" / "gemm.py").read_text()
+PIPELINED = {"warp_specialized": False}  # the edits below are to gemm.py's first, T.Pipelined, schedule
 SUMMARY = []  # one line per timed kernel, printed at the end
 
 
@@ -92,7 +93,7 @@ def test_wrong_index_fails_verification():
     # Swap the roles of bx and by when writing C: the tiles land in the transposed block positions.
     wrong = GEMM.replace("T.copy(C_shared, C[by * block_M, bx * block_N])", "T.copy(C_shared, C[bx * block_M, by * block_N])")
     assert wrong != GEMM
-    r = run("gemm", wrong, M=1024, N=1024, K=1024, block_M=128, block_N=128)
+    r = run("gemm", wrong, M=1024, N=1024, K=1024, block_M=128, block_N=128, **PIPELINED)
     assert not r["ok"] and r["error"]["stage"] == "verify"
     assert any(not v["passed"] and v["first_mismatches"] for v in r["verification"])
 
@@ -103,7 +104,7 @@ def test_unwritten_output_fails_verification():
                          "            if by < T.ceildiv(M, block_M) - 1:\n"
                          "                T.copy(C_shared, C[by * block_M, bx * block_N])")
     assert wrong != GEMM
-    r = run("gemm", wrong, M=1024, N=1024, K=1024)
+    r = run("gemm", wrong, M=1024, N=1024, K=1024, **PIPELINED)
     assert not r["ok"] and r["error"]["stage"] == "verify"
     assert any(v["nonfinite"] for v in r["verification"])
 
