@@ -69,6 +69,11 @@ def gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages,
     consumers = threads
     k_steps = T.ceildiv(K, block_K)
     m_tiles, n_tiles = -(-M // block_M), -(-N // block_N)
+    num_tiles = m_tiles * n_tiles
+    # Block b takes tiles b, b + num_sms, b + 2 num_sms, ...: `rounds` of them at most. (An explicit test per
+    # round, not a loop of ceildiv(num_tiles - b, num_sms) steps: TileLang 0.1.15 turns a loop it can prove runs
+    # at most once into its body run once, also for the blocks that have no tile.)
+    rounds = -(-num_tiles // num_sms)
     panel = min(swizzle_panel, n_tiles) if swizzle_panel > 0 else n_tiles  # tile columns walked together
 
     @T.macro
@@ -94,47 +99,49 @@ def gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages,
             full = T.alloc_barrier([128] * num_stages)
             empty = T.alloc_barrier([consumers] * num_stages)
             tile = T.alloc_local((2,), "int32")
-            my_tiles = T.ceildiv(m_tiles * n_tiles - block, num_sms)  # tiles block, block + num_sms, ...
             tx = T.get_thread_binding()
 
             if tx >= consumers:  # the producer warpgroup: TMA loads, num_stages steps ahead, tile after tile
                 T.set_max_nreg(40, 0)  # it needs few registers: give them to the consumers
-                for i in T.serial(my_tiles):
-                    tile_at(block + i * num_sms, tile)
-                    for k in T.serial(k_steps):
-                        step = i * k_steps + k  # this block's steps so far: which buffer, and which round of it
-                        s = step % num_stages
-                        T.mbarrier_wait_parity(empty[s], ((step // num_stages) & 1) ^ 1)
-                        # Out-of-range rows and columns of a ragged edge read as zero (TMA fills them).
-                        T.tma_copy(A[tile[1] * block_M:(tile[1] + 1) * block_M, k * block_K:(k + 1) * block_K],
-                                   A_shared[s, :, :], barrier=full[s])
-                        T.tma_copy(B[k * block_K:(k + 1) * block_K, tile[0] * block_N:(tile[0] + 1) * block_N],
-                                   B_shared[s, :, :], barrier=full[s])
-                        T.mbarrier_arrive(full[s])
+                for i in T.serial(rounds):
+                    if block + i * num_sms < num_tiles:  # the last round may have no tile for this block
+                        tile_at(block + i * num_sms, tile)
+                        for k in T.serial(k_steps):
+                            step = i * k_steps + k  # this block's steps so far: which buffer, which round of it
+                            s = step % num_stages
+                            T.mbarrier_wait_parity(empty[s], ((step // num_stages) & 1) ^ 1)
+                            # Out-of-range rows and columns of a ragged edge read as zero (TMA fills them).
+                            T.tma_copy(A[tile[1] * block_M:(tile[1] + 1) * block_M,
+                                         k * block_K:(k + 1) * block_K], A_shared[s, :, :], barrier=full[s])
+                            T.tma_copy(B[k * block_K:(k + 1) * block_K,
+                                         tile[0] * block_N:(tile[0] + 1) * block_N], B_shared[s, :, :],
+                                       barrier=full[s])
+                            T.mbarrier_arrive(full[s])
             else:  # the consumer warpgroups: wgmma, one step kept in flight
                 T.set_max_nreg(232, 1)
-                for i in T.serial(my_tiles):
-                    tile_at(block + i * num_sms, tile)
-                    T.clear(C_local)
-                    for k in T.serial(k_steps):
-                        step = i * k_steps + k
-                        s = step % num_stages
-                        T.mbarrier_wait_parity(full[s], (step // num_stages) & 1)
-                        T.wgmma_gemm(A_shared[s, :, :], B_shared[s, :, :], C_local,
-                                     policy=T.GemmWarpPolicy.FullRow)
-                        T.wait_wgmma(1)  # step k-1 has finished (step k may still run): its buffer goes back
-                        if k > 0:
-                            T.mbarrier_arrive(empty[(step + num_stages - 1) % num_stages])
-                    T.wait_wgmma(0)
-                    T.mbarrier_arrive(empty[(i * k_steps + k_steps - 1) % num_stages])  # the tile's last step
-                    T.tma_store_wait()  # the previous tile's store has finished reading C_shared
-                    T.sync_threads(1, consumers)  # (named barrier 1: the consumers only, not the producer)
-                    T.copy(C_local, C_shared)  # rounded to dtype
-                    T.sync_threads(1, consumers)
-                    # One TMA store, not waited for: it runs while the next tile is multiplied. Out-of-range parts
-                    # of a ragged edge are not written.
-                    T.tma_copy(C_shared, C[tile[1] * block_M:(tile[1] + 1) * block_M,
-                                           tile[0] * block_N:(tile[0] + 1) * block_N])
+                for i in T.serial(rounds):
+                    if block + i * num_sms < num_tiles:
+                        tile_at(block + i * num_sms, tile)
+                        T.clear(C_local)
+                        for k in T.serial(k_steps):
+                            step = i * k_steps + k
+                            s = step % num_stages
+                            T.mbarrier_wait_parity(full[s], (step // num_stages) & 1)
+                            T.wgmma_gemm(A_shared[s, :, :], B_shared[s, :, :], C_local,
+                                         policy=T.GemmWarpPolicy.FullRow)
+                            T.wait_wgmma(1)  # step k-1 has finished (step k may still run): its buffer goes back
+                            if k > 0:
+                                T.mbarrier_arrive(empty[(step + num_stages - 1) % num_stages])
+                        T.wait_wgmma(0)
+                        T.mbarrier_arrive(empty[(i * k_steps + k_steps - 1) % num_stages])  # the tile's last step
+                        T.tma_store_wait()  # the previous tile's store has finished reading C_shared
+                        T.sync_threads(1, consumers)  # (named barrier 1: the consumers only, not the producer)
+                        T.copy(C_local, C_shared)  # rounded to dtype
+                        T.sync_threads(1, consumers)
+                        # One TMA store, not waited for: it runs while the next tile is multiplied. Out-of-range
+                        # parts of a ragged edge are not written.
+                        T.tma_copy(C_shared, C[tile[1] * block_M:(tile[1] + 1) * block_M,
+                                               tile[0] * block_N:(tile[0] + 1) * block_N])
                 T.tma_store_wait()
 
     return main
