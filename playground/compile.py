@@ -53,8 +53,11 @@ LINE_DIRECTIVE = re.compile(r'^\s*#line\s+(\d+)\s+"([^"]*)"\s*$')
 
 
 # TileLang's own files that expand one user operation; their directives are attributed back to that operation.
-LIBRARY_OPERATIONS = (("gemm", "T.gemm("), ("mma", "T.gemm("), ("copy", "T.copy("), ("tma", "T.copy("),
-                      ("reduce", "T.reduce"), ("atomic", "T.atomic"))
+# (a word in the library file's name, the calls in the user's source that such a file expands)
+GEMM_CALL = re.compile(r"\bT\.\w*gemm\w*\(")  # T.gemm, T.wgmma_gemm, T.gemm_sp, ...
+COPY_CALL = re.compile(r"\bT\.(\w+_)?copy\(")  # T.copy, T.tma_copy, ...
+LIBRARY_OPERATIONS = (("gemm", GEMM_CALL), ("mma", GEMM_CALL), ("copy", COPY_CALL), ("tma", COPY_CALL),
+                      ("reduce", re.compile(r"\bT\.reduce")), ("atomic", re.compile(r"\bT\.atomic")))
 
 
 def split_line_directives(cuda: str, user_file: str, source: str = "") -> tuple[str, list[int | None]]:
@@ -69,13 +72,14 @@ def split_line_directives(cuda: str, user_file: str, source: str = "") -> tuple[
     out: list[str] = []
     line_map: list[int | None] = []
     current: int | None = None
+    last_user: int | None = None  # the last line a directive named in the user's file
     for text in cuda.splitlines():
         m = LINE_DIRECTIVE.match(text)
         if m:
             if os.path.realpath(m.group(2)) == os.path.realpath(user_file):
-                current = int(m.group(1))
+                current = last_user = int(m.group(1))
             else:
-                current = _operation_line(Path(m.group(2)).stem, user_lines, current)
+                current = _operation_line(Path(m.group(2)).stem, user_lines, last_user)
             continue
         out.append(text)
         line_map.append(current if text.strip() not in ("}", "{", "") else None)
@@ -83,12 +87,11 @@ def split_line_directives(cuda: str, user_file: str, source: str = "") -> tuple[
 
 
 def _operation_line(library_file: str, user_lines: list[str], after: int | None) -> int | None:
+    """The first line from `after` on (the last user line seen) that calls the operation `library_file` expands."""
     for key, call in LIBRARY_OPERATIONS:
         if key in library_file:
-            if after is not None and after <= len(user_lines) and call in user_lines[after - 1]:
-                return after  # still inside the same operation's expansion
-            for n in range((after or 0) + 1, len(user_lines) + 1):
-                if call in user_lines[n - 1] and not user_lines[n - 1].lstrip().startswith("#"):
+            for n in range(after or 1, len(user_lines) + 1):
+                if call.search(user_lines[n - 1]) and not user_lines[n - 1].lstrip().startswith("#"):
                     return n
             return None
     return None

@@ -310,6 +310,16 @@ def test_macro_expansions_are_attributed_to_the_next_matching_operation():
     assert line_map == [2, 3, 3, 4, 5]
 
 
+def test_an_explicit_wgmma_gemm_gets_its_own_expansion_not_an_earlier_t_gemm():
+    # gemm.py's shape: a T.Pipelined schedule with T.gemm first, then the hand-written one with T.wgmma_gemm after
+    # a barrier wait. Only the second is compiled; its expansion belongs to its own line.
+    source = "T.gemm(A, B, C)\nwait(full)\nT.wgmma_gemm(A_s[s, :, :], B_s[s, :, :], C,\n    policy=P)\nT.wait_wgmma(1)\n"
+    cuda = ('#line 2 "/k.py"\nwait;\n#line 598 "/tl/wgmma_macro_generator.py"\ndesc;\n'
+            '#line 640 "/tl/wgmma_macro_generator.py"\nwgmma;\n#line 5 "/k.py"\nwait1;\n')
+    _, line_map = split_line_directives(cuda, "/k.py", source)
+    assert line_map == [2, 3, 3, 5]
+
+
 def test_gpu_out_of_memory_is_a_device_error_not_an_internal_one():
     from playground.cli import _is_gpu_failure
     from playground.run import device_error
