@@ -7,6 +7,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# The tests that edit kernels/gemm.py edit its first, T.Pipelined, schedule, and compile or run that one.
+GEMM = (ROOT / "kernels" / "gemm.py").read_text()
+PIPELINED = {"warp_specialized": False}
+
 
 def has_gpu() -> bool:
     try:

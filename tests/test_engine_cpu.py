@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import GEMM, PIPELINED, ROOT
 from playground import catalogue
 from playground.compile import build, compile_kernel, parse_ptxas, split_line_directives
 from playground.errors import StageError
@@ -198,10 +198,6 @@ def _write(text: str) -> str:
     f.write(text)
     f.close()
     return f.name
-
-
-GEMM = (ROOT / "kernels" / "gemm.py").read_text()
-PIPELINED = {"warp_specialized": False}  # the tests that edit gemm.py edit its first, T.Pipelined, schedule
 
 
 def test_syntax_error_is_a_python_error_at_its_line():

@@ -7,14 +7,12 @@ import os
 
 import pytest
 
-from conftest import ROOT
+from conftest import GEMM, PIPELINED
 from playground import catalogue
 from playground.cli import execute
 
 pytestmark = pytest.mark.gpu
 
-GEMM = (ROOT / "kernels" / "gemm.py").read_text()
-PIPELINED = {"warp_specialized": False}  # the edits below are to gemm.py's first, T.Pipelined, schedule
 SUMMARY = []  # one line per timed kernel, printed at the end
 
 
