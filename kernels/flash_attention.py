@@ -43,15 +43,17 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
 
     @T.macro
     def mask(S, bx, k):
-        # Python `if`s: decided when the kernel is built. Causal: only tiles that reach the diagonal hold masked
-        # keys; keys past a ragged end lie past every real query, so the causal mask covers them too.
+        # The tests on `causal` and `seq_len` are decided when the kernel is built, those on k per tile on the GPU.
+        # Causal: only tiles that reach the diagonal hold masked keys; keys past a ragged end lie past every real
+        # query, so the causal mask covers them too.
         if causal:
             if (k + 1) * block_N > bx * block_M:
                 for i, j in T.Parallel(block_M, block_N):
                     S[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, S[i, j], -T.infinity(accum_dtype))
         elif seq_len % block_N != 0:
-            for i, j in T.Parallel(block_M, block_N):
-                S[i, j] = T.if_then_else(k * block_N + j < seq_len, S[i, j], -T.infinity(accum_dtype))
+            if (k + 1) * block_N > seq_len:  # only the last tile reaches past the end
+                for i, j in T.Parallel(block_M, block_N):
+                    S[i, j] = T.if_then_else(k * block_N + j < seq_len, S[i, j], -T.infinity(accum_dtype))
 
     @T.macro
     def online_softmax(S, m, m_prev, rescale, row_sum, l):

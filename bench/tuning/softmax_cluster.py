@@ -41,6 +41,10 @@ def softmax_cluster(M, N, dtype="float16", split=2, threads=256):
             row_max = T.alloc_local((1,), accum_dtype)
             row_sum = T.alloc_local((1,), accum_dtype)
 
+            # Peers write into `slots` from their first exchange on, which may come while this CTA is still in its
+            # own reduce_max; so `slots` must live from the start: the first device run (softmax-cluster-1.log)
+            # had the planner put reduce_max's workspace over it, and a peer's max then landed in that workspace.
+            row_sum[0] = slots[0, 0]
             T.cluster_arrive_relaxed()  # (paired with the wait below: every peer has started before its shared
             T.copy(X[row, bx * part], x)  # memory is written from here; columns past N read as zero: masked below
             for i, j in T.Parallel(1, part):

@@ -1,0 +1,116 @@
+"""FlashAttention tile shapes, against the shipped kernel and SDPA.
+
+Why: the shipped kernel is at 0.98× SDPA at head dim 128 and 0.91-0.93× at 64 (bench/README.md). Three levers not
+yet measured:
+- Wider key tiles at dim 128 (FlashAttention-3 uses 128 × 176 there when not causal): fewer row reductions and O
+  rescales per key, and a longer P V wgmma to hide the next tile's exps under. 4096 is not a multiple of 176 or
+  160, so the last tile is masked (the shipped kernel now masks only that tile).
+- Three consumer warpgroups at dim 64 (block_M = 192, 384 threads; FlashAttention-3's choice at dim 64): 12
+  consumer warps instead of 8 to hide the exps and the reductions, and K and V read once per 192 queries.
+- More stages at dim 64 (4 measured 0.925-0.929 against 0.911-0.926 in an earlier call: within the spread).
+Not here: TileLang's manual software-pipeline schedule (`T.Pipelined(order=, stage=)`, the form of TileLang's
+Hopper FlashAttention example; 0.1.15 takes no `group=`, so one entry per statement). Built for sm_90a, its CUDA
+has no producer warpgroup (cp.async loads) and a `warpgroup_wait<0>` after every wgmma: no GEMM overlaps the
+softmax, which is the plain loop that ran at 0.84×. Not worth device time.
+
+On the device:  bash bench/tuning/run.sh flash_attention_tiles.py   (carry .device; prints a table)
+Here (no GPU):  python bench/tuning/flash_attention_tiles.py --compile-only
+"""
+import os
+import sys
+
+import tilelang
+
+sys.path.insert(0, os.getcwd())
+sys.path.insert(0, os.path.join(os.getcwd(), "kernels"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+# The shipped kernel's parameters for each variant; which apply at which head dim is decided by VARIANTS_FOR.
+VARIANTS = {
+    "ship": {},
+    "bN176": dict(block_N=176),
+    "bN160": dict(block_N=160),
+    "bN192": dict(block_N=192),
+    "s4": dict(num_stages=4),
+    "bM192 t384": dict(block_M=192, threads=384),
+    "bM192 t384 s3": dict(block_M=192, threads=384, num_stages=3),
+}
+VARIANTS_FOR = {128: ["ship", "bN176", "bN160", "bN192"], 64: ["ship", "s4", "bM192 t384", "bM192 t384 s3"]}
+SHAPES = [(8, 32, 4096, 128), (4, 32, 8192, 64)]
+CHECK = {128: (2, 4, 1000, 128), 64: (2, 4, 1000, 64)}  # ragged: a partial query block and a partial key tile
+TARGET = {"kind": "cuda", "arch": "sm_90a"}
+
+
+def build(b, h, s, d, causal, dtype, name):
+    import flash_attention as shipped
+    return tilelang.compile(shipped.flash_attention(b, h, s, d, causal, dtype, **VARIANTS[name]), out_idx=[3],
+                            target=TARGET)
+
+
+def jobs():
+    for b, h, s, d in SHAPES:
+        for causal in (False, True):
+            for name in VARIANTS_FOR[d]:
+                yield (b, h, s, d, causal, "float16", name)
+                yield (*CHECK[d], causal, "float16", name)
+
+
+def compile_only():
+    import re
+    for job in jobs():
+        if job[0] != CHECK[job[3]][0]:
+            continue
+        try:
+            src = build(*job).get_kernel_source()
+            print(f"{job} ok: wgmma waits {len(re.findall(r'warpgroup_wait', src))}", flush=True)
+        except Exception as exc:
+            print(f"{job} FAILED: {str(exc).splitlines()[-1][:300]}", flush=True)
+
+
+def on_gpu():
+    from precompile import precompile
+    precompile([(build, job, {}) for job in jobs()])
+    import torch
+    import torch.nn.functional as F
+    import flash_attention as shipped
+    from playground.timing import Timer
+    rows = []
+    for b, h, s, d in SHAPES:
+        for causal in (False, True):
+            g = torch.Generator(device="cuda").manual_seed(5)
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", generator=g).half() for _ in range(3))
+            bc, hc, sc, _ = CHECK[d]
+            qc, kc, vc = (torch.randn(bc, sc, hc, d, device="cuda", generator=g).half() for _ in range(3))
+            ref_check = shipped.reference(qc, kc, vc, causal)
+
+            def sdpa():
+                return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                      is_causal=causal)
+            ref = sdpa().transpose(1, 2).float()
+            calls = {"sdpa": sdpa}
+            for name in VARIANTS_FOR[d]:
+                try:
+                    check = build(bc, hc, sc, d, causal, "float16", name)
+                    ker = build(b, h, s, d, causal, "float16", name)
+                except Exception as exc:
+                    print(f"d{d} causal={causal} {name}: build failed: {str(exc).splitlines()[-1][:200]}", flush=True)
+                    continue
+                err_check = ((check(qc, kc, vc).float() - ref_check).norm() / ref_check.norm()).item()
+                out = ker(q, k, v)
+                err = ((out.float() - ref).norm() / ref.norm()).item()
+                same = all(torch.equal(out, ker(q, k, v)) for _ in range(3))
+                print(f"d{d} causal={causal} {name:20s} ragged err {err_check:.2e}, err vs SDPA {err:.2e}, "
+                      f"repeatable {same}", flush=True)
+                if err < 1e-2 and err_check < 1e-2 and same:
+                    calls[name] = lambda ker=ker: ker(q, k, v)
+            times = {n: t["median_ms"] for n, t in Timer().time(calls, budget_ms=2000).items()}
+            for name, ms in times.items():
+                rows.append((f"{b}x{h}x{s}x{d}{' causal' if causal else ''}", name, ms, times["sdpa"] / ms))
+    print(f"\n{'shape':24s} {'variant':20s} {'ms':>8s} {'x SDPA':>7s}")
+    for shape, name, ms, ratio in rows:
+        print(f"{shape:24s} {name:20s} {ms:8.4f} {ratio:7.3f}")
+
+
+if __name__ == "__main__":
+    compile_only() if "--compile-only" in sys.argv else on_gpu()
