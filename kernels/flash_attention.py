@@ -36,8 +36,9 @@ import tilelang.language as T
 
 
 def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtype="float16",
-                    block_M=128, block_N=128, num_stages=2, threads=256, overlap=True):
+                    block_M=128, block_N=128, num_stages=2, threads=256, overlap=True, pingpong=False):
     accum_dtype = "float32"
+    TURN = 8  # first named barrier of the ping-pong ring (TileLang itself uses the low ids)
     scale = (1.0 / math.sqrt(dim)) * 1.4426950408889634  # 1/√dim and log2(e): exp(x/√d) = exp2(x * scale)
     shape = (batch, seq_len, heads, dim)
 
@@ -115,13 +116,25 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                 V_last = O_shared if block_M == block_N else T.alloc_shared((block_N, dim), dtype)
                 touch = T.alloc_local((1,), dtype)
                 T.fill(P, 0)  # P(-1): the P V issued at k = 0 adds nothing
+                groups = threads // 128
+                wg = T.get_thread_binding() // 128  # this consumer warpgroup (TileLang numbers consumer threads from 0)
                 for k in T.Pipelined(n_tiles, num_stages=num_stages):
                     T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
                     prev = T.max(k - 1, 0)
                     T.copy(V[bz, prev * block_N:(prev + 1) * block_N, by, :], V_shared)  # one tile behind K
+                    if pingpong:  # the consumer warpgroups issue their GEMMs in turn: 0, 1, .., 0, 1, ..
+                        # Each turn's barrier has two parties: the warpgroup before arrives, this one waits.
+                        # (Inside the loop, where TileLang numbers consumer threads from 0; outside it, not.)
+                        if k == 0 and wg == groups - 1:
+                            T.named_barrier_arrive(TURN, 256)  # warpgroup 0 goes first
+                        # bar.sync as an extern: the pipeline pass moves T.sync_threads to the producer
+                        T.call_extern("handle", "tl::__sync_thread_partial", TURN + wg, 256)
                     T.wgmma_gemm(Q_shared, K_shared, S, transpose_B=True, clear_accum=True,
                                  policy=T.GemmWarpPolicy.FullRow)
                     T.wgmma_gemm(P, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)  # O += P(k-1) V(k-1)
+                    if pingpong:
+                        if wg < groups - 1 or k < n_tiles - 1:  # after the last one's last turn, nobody waits
+                            T.named_barrier_arrive(TURN + (wg + 1) % groups, 256)  # the next one's turn
                     T.wait_wgmma(1)  # S is ready (all but the newest wgmma group are done); P V still runs
                     # TileLang hands a stage's buffers back to the producer right after the statement that last
                     # reads them. The wgmma above reads K_shared asynchronously, so its last read is made here,

@@ -8,6 +8,8 @@ yet measured:
 - Three consumer warpgroups at dim 64 (block_M = 192, 384 threads; FlashAttention-3's choice at dim 64): 12
   consumer warps instead of 8 to hide the exps and the reductions, and K and V read once per 192 queries.
 - More stages at dim 64 (4 measured 0.925-0.929 against 0.911-0.926 in an earlier call: within the spread).
+- (second call, SECOND=1) FlashAttention-3's ping-pong on the shipped pipeline (`pingpong=True`): the consumer
+  warpgroups take turns to issue their GEMMs (two named barriers), so one's softmax runs under the other's GEMMs.
 Not here: TileLang's manual software-pipeline schedule (`T.Pipelined(order=, stage=)`, the form of TileLang's
 Hopper FlashAttention example; 0.1.15 takes no `group=`, so one entry per statement). Built for sm_90a, its CUDA
 has no producer warpgroup (cp.async loads) and a `warpgroup_wait<0>` after every wgmma: no GEMM overlaps the
@@ -35,8 +37,14 @@ VARIANTS = {
     "s4": dict(num_stages=4),
     "bM192 t384": dict(block_M=192, threads=384),
     "bM192 t384 s3": dict(block_M=192, threads=384, num_stages=3),
+    "pp": dict(pingpong=True),
+    "bM192 t384 pp": dict(block_M=192, threads=384, pingpong=True),
 }
-VARIANTS_FOR = {128: ["ship", "bN176", "bN160", "bN192"], 64: ["ship", "s4", "bM192 t384", "bM192 t384 s3"]}
+# First call (flash-attention-tiles.log): the tile shapes; second: the ping-pong option (SECOND=1).
+if os.environ.get("SECOND"):
+    VARIANTS_FOR = {128: ["ship", "pp"], 64: ["ship", "pp", "bM192 t384", "bM192 t384 pp"]}
+else:
+    VARIANTS_FOR = {128: ["ship", "bN176", "bN160", "bN192"], 64: ["ship", "s4", "bM192 t384", "bM192 t384 s3"]}
 SHAPES = [(8, 32, 4096, 128), (4, 32, 8192, 64)]
 CHECK = {128: (2, 4, 1000, 128), 64: (2, 4, 1000, 64)}  # ragged: a partial query block and a partial key tile
 TARGET = {"kind": "cuda", "arch": "sm_90a"}
