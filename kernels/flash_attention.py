@@ -162,13 +162,14 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
 # ---- What the playground needs to know about this kernel -------------------------------------------------------
 DTYPES = ["float16", "bfloat16"]
 
-# With 256 threads the two consumer warpgroups split block_M, so block_M = 64 needs threads = 128; one warpgroup
-# holding a 128 × 128 tile spills. The shipped config was tuned on the H200 (bench/README.md).
+# The consumer warpgroups (threads / 128) split block_M, 64 rows each: block_M = 64, 128, 192 go with threads = 128,
+# 256, 384, and other pairs fail to compile (one warpgroup holding a 128 × 128 tile spills). Tuned on the H200
+# (bench/README.md): 128 × 128 with two warpgroups at head dim 128, 192 × 128 with three at 64 (in PRESETS).
 SPACE = {
-    "block_M": [64, 128],
+    "block_M": [64, 128, 192],
     "block_N": [64, 128],
     "num_stages": [1, 2],
-    "threads": [128, 256],
+    "threads": [128, 256, 384],
 }
 
 # overlap=False is the plain loop, for comparison, and for GPUs before Hopper (T.wgmma_gemm needs sm_90a).
@@ -177,8 +178,9 @@ OPTIONS = {"overlap": [True, False]}
 PRESETS = {
     "8×32×4096×128": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=False),
     "8×32×4096×128 causal": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=True),
-    "4×32×8192×64": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=False),
-    "4×32×8192×64 causal": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=True),
+    # tuned: at head dim 64 the exps outweigh the GEMMs, and three consumer warpgroups hide them better than two
+    "4×32×8192×64": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=False, block_M=192, threads=384),
+    "4×32×8192×64 causal": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=True, block_M=192, threads=384),
     "2×8×1000×128 (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=False),
     "2×8×1000×128 causal (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=True),
 }
