@@ -173,14 +173,16 @@ SPACE = {
 }
 
 # overlap=False is the plain loop, for comparison, and for GPUs before Hopper (T.wgmma_gemm needs sm_90a).
-OPTIONS = {"overlap": [True, False]}
+OPTIONS = {"overlap": [True, False], "pingpong": [False, True]}
 
 PRESETS = {
     "8×32×4096×128": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=False),
     "8×32×4096×128 causal": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=True),
-    # tuned: at head dim 64 the exps outweigh the GEMMs, and three consumer warpgroups hide them better than two
-    "4×32×8192×64": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=False, block_M=192, threads=384),
-    "4×32×8192×64 causal": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=True, block_M=192, threads=384),
+    # tuned: at head dim 64 the exps outweigh the GEMMs; three consumer warpgroups taking turns hide them best
+    "4×32×8192×64": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=False, block_M=192, threads=384,
+                         pingpong=True),
+    "4×32×8192×64 causal": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=True, block_M=192, threads=384,
+                                pingpong=True),
     "2×8×1000×128 (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=False),
     "2×8×1000×128 causal (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=True),
 }

@@ -39,9 +39,17 @@ VARIANTS = {
     "bM192 t384 s3": dict(block_M=192, threads=384, num_stages=3),
     "pp": dict(pingpong=True),
     "bM192 t384 pp": dict(block_M=192, threads=384, pingpong=True),
+    "bM192 t384 bN64": dict(block_M=192, threads=384, block_N=64),
+    "bM192 t384 bN64 pp": dict(block_M=192, threads=384, block_N=64, pingpong=True),
+    "bM192 t384 bN64 pp s3": dict(block_M=192, threads=384, block_N=64, pingpong=True, num_stages=3),
+    "bM192 t384 pp s3": dict(block_M=192, threads=384, pingpong=True, num_stages=3),
 }
-# First call (flash-attention-tiles.log): the tile shapes; second: the ping-pong option (SECOND=1).
-if os.environ.get("SECOND"):
+# First call (flash-attention-tiles.log): the tile shapes; second: the ping-pong option (SECOND=1,
+# flash-attention-pingpong-2.log); third: 64-key tiles with three warpgroups at dim 128 (THIRD=1).
+if os.environ.get("THIRD"):
+    VARIANTS_FOR = {128: ["ship", "pp", "bM192 t384 bN64", "bM192 t384 bN64 pp", "bM192 t384 bN64 pp s3"],
+                    64: ["bM192 t384 pp", "bM192 t384 bN64 pp", "bM192 t384 pp s3"]}
+elif os.environ.get("SECOND"):
     VARIANTS_FOR = {128: ["ship", "pp"], 64: ["ship", "pp", "bM192 t384", "bM192 t384 pp"]}
 else:
     VARIANTS_FOR = {128: ["ship", "bN176", "bN160", "bN192"], 64: ["ship", "s4", "bM192 t384", "bM192 t384 s3"]}
