@@ -58,13 +58,13 @@ def test_unknown_parameter_is_rejected_with_the_known_ones():
 
 def test_a_presets_tuned_tile_is_the_default_at_its_size_and_what_the_user_sets_wins():
     k = catalogue.load("softmax")
-    tuned = k.tuned["4096×32768 (long rows)"]["rows_per_block"]
-    assert k.problem_names == ["M", "N"] and "rows_per_block" in k.tile_names
+    tuned = k.tuned["4096×32768 (long rows)"]["cluster"]
+    assert k.problem_names == ["M", "N"] and "cluster" in k.tile_names
     assert k.presets["4096×32768 (long rows)"] == {"M": 4096, "N": 32768}
-    assert k.resolve({"preset": "4096×32768 (long rows)"}).tile["rows_per_block"] == tuned
-    assert k.resolve({"M": 4096, "N": 32768}).tile["rows_per_block"] == tuned  # the size, however it was given
-    assert k.resolve({}).tile["rows_per_block"] == k.defaults["rows_per_block"] != tuned
-    assert k.resolve({"M": 4096, "N": 32768, "rows_per_block": "8"}).tile["rows_per_block"] == 8
+    assert k.resolve({"preset": "4096×32768 (long rows)"}).tile["cluster"] == tuned
+    assert k.resolve({"M": 4096, "N": 32768}).tile["cluster"] == tuned  # the size, however it was given
+    assert k.resolve({}).tile["cluster"] == k.defaults["cluster"] != tuned
+    assert k.resolve({"M": 4096, "N": 32768, "cluster": "4"}).tile["cluster"] == 4
 
 
 def test_string_values_are_converted_by_the_type_of_the_default():

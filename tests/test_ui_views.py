@@ -262,15 +262,15 @@ def test_choosing_a_preset_sets_the_tile_tuned_for_its_size_and_leaving_it_resto
     from playground.ui import engine
     c = ctl.controls_for(engine.describe("softmax"))
     long_rows = next(label for label in c.presets if "32768" in label)
-    assert c.tuned[long_rows]["rows_per_block"] != int(c.defaults()["rows_per_block"])
+    assert c.tuned[long_rows]["cluster"] != int(c.defaults()["cluster"])
     values = ctl.preset_values(c, long_rows)
-    assert values["N"] == "32768" and values["rows_per_block"] == str(c.tuned[long_rows]["rows_per_block"])
+    assert values["N"] == "32768" and values["cluster"] == str(c.tuned[long_rows]["cluster"])
     assert "threads" not in values  # tile parameters no preset tunes are left as the user set them
     assert ctl.preset_for(c, {**c.defaults(), **values}) == long_rows
     back = ctl.preset_values(c, "16384×4096")
-    assert back["rows_per_block"] == c.defaults()["rows_per_block"]
+    assert back["cluster"] == c.defaults()["cluster"]
     from_link, _ = ctl.from_query(c, {"preset": long_rows})
-    assert from_link["rows_per_block"] == values["rows_per_block"]
+    assert from_link["cluster"] == values["cluster"]
 
 
 # -- server bits ---------------------------------------------------------------------------------------------------
