@@ -23,7 +23,7 @@ Ping-pong (`pingpong=True`, FlashAttention-3's other trick): the consumer warpgr
 (warpgroup 0, then 1, .., through named barriers), so the tensor cores run one warpgroup's GEMMs while the others do
 their softmax, instead of all of them stalling on the same exps at once. It pays where the exps weigh most: at head
 dim 64 (P V is half the work it is at 128) with 192-query tiles and three consumer warpgroups, which together took
-the kernel from 0.93× to 1.03× SDPA (causal: 0.92× to 0.985×). At head dim 128 it lost 4% (bench/README.md).
+the kernel from 0.92× to 1.03× SDPA (causal: 0.91× to 0.98×). At head dim 128 it lost 4% (bench/README.md).
 
 Layout (batch, seq_len, heads, dim), "bshd": what a fused QKV projection produces without a transpose, and the
 layout FlashAttention itself uses; SDPA takes (batch, heads, seq_len, dim), so its baseline gets transposed views.
