@@ -122,8 +122,9 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                 V_last = O_shared if block_M == block_N else T.alloc_shared((block_N, dim), dtype)
                 touch = T.alloc_local((1,), dtype)
                 T.fill(P, 0)  # P(-1): the P V issued at k = 0 adds nothing
-                groups = threads // 128
-                wg = T.get_thread_binding() // 128  # this consumer warpgroup (TileLang numbers consumer threads from 0)
+                if pingpong:
+                    groups = threads // 128
+                    wg = T.get_thread_binding() // 128  # this consumer warpgroup (numbered from 0 in the loop below)
                 for k in T.Pipelined(n_tiles, num_stages=num_stages):
                     T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
                     prev = T.max(k - 1, 0)

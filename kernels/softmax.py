@@ -29,18 +29,27 @@ Run it alone:  python kernels/softmax.py   (checks it against PyTorch and times 
 import torch
 import tilelang.language as T
 
+LOG2E = 1.4426950408889634  # exp(x) = exp2(x * log2(e)), and exp2 is the GPU's native instruction
+
+
+def element_size(dtype):
+    return 4 if dtype == "float32" else 2
+
+
+def padded(columns, dtype, threads):
+    """`columns` rounded up to whole 16-byte vectors for every thread: how a row (or part of one) is held on chip.
+    The padding is masked."""
+    chunk = threads * 16 // element_size(dtype)
+    return (columns + chunk - 1) // chunk * chunk
+
 
 def softmax(M=16384, N=4096, dtype="float16", rows_per_block=1, num_stages=2, threads=256, cluster=1):
     if cluster > 1:
         return softmax_cluster(M, N, dtype, cluster, threads)
     accum_dtype = "float32"
-    log2e = 1.4426950408889634  # exp(x) = exp2(x * log2(e)), and exp2 is the GPU's native instruction
-    size = 4 if dtype == "float32" else 2
-    # The row as held on chip: padded to whole 16-byte vectors for every thread. The padding is masked.
-    chunk = threads * 16 // size
-    N_pad = (N + chunk - 1) // chunk * chunk
+    N_pad = padded(N, dtype, threads)
     # Rows in flight, as many as shared memory takes (two 64 KB fp16 rows at N = 32768, one fp32 row).
-    stages = max(1, min(num_stages, 192 * 1024 // (N_pad * size)))
+    stages = max(1, min(num_stages, 192 * 1024 // (N_pad * element_size(dtype))))
 
     @T.prim_func
     def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
@@ -60,7 +69,7 @@ def softmax(M=16384, N=4096, dtype="float16", rows_per_block=1, num_stages=2, th
 
                 T.reduce_max(x, row_max, dim=1)
                 for i, j in T.Parallel(1, N_pad):
-                    x[i, j] = T.exp2((x[i, j] - row_max[i]) * log2e)
+                    x[i, j] = T.exp2((x[i, j] - row_max[i]) * LOG2E)
                 T.reduce_sum(x, row_sum, dim=1)
                 for i in T.Parallel(1):
                     row_sum[i] = 1 / row_sum[i]  # one division per row, then multiplications
@@ -75,10 +84,7 @@ def softmax_cluster(M, N, dtype, cluster, threads):
     """One row per cluster of `cluster` CTAs, each holding N / cluster columns in registers (rows_per_block and
     num_stages do not apply). The partial max and sum cross the cluster through distributed shared memory."""
     accum_dtype = "float32"
-    log2e = 1.4426950408889634
-    size = 4 if dtype == "float32" else 2
-    chunk = threads * 16 // size
-    part = (-(-N // cluster) + chunk - 1) // chunk * chunk  # columns a CTA holds: whole 16-byte vectors a thread
+    part = padded(-(-N // cluster), dtype, threads)  # columns a CTA holds
 
     @T.prim_func
     def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
@@ -111,7 +117,7 @@ def softmax_cluster(M, N, dtype, cluster, threads):
                 row_max[0] = T.max(row_max[0], slots[0, p])
 
             for i, j in T.Parallel(1, part):
-                x[i, j] = T.exp2((x[i, j] - row_max[0]) * log2e)
+                x[i, j] = T.exp2((x[i, j] - row_max[0]) * LOG2E)
             T.reduce_sum(x, partial, dim=1)
             T.copy(partial, mine)
             for p in T.serial(cluster):
@@ -170,8 +176,7 @@ def flops(M, N):
 
 
 def bytes_moved(M, N, dtype):
-    size = 4 if dtype == "float32" else 2
-    return 2 * M * N * size
+    return 2 * M * N * element_size(dtype)
 
 
 if __name__ == "__main__":
