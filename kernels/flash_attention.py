@@ -25,6 +25,15 @@ their softmax, instead of all of them stalling on the same exps at once. It pays
 dim 64 (P V is half the work it is at 128) with 192-query tiles and three consumer warpgroups, which together took
 the kernel from 0.92× to 1.03× SDPA (causal: 0.91× to 0.98×). At head dim 128 it lost 4% (bench/README.md).
 
+The last tile (`extra_step=True`): the loop above leaves the last tile's P V for after it, on a V tile loaded there
+by plain loads while every consumer thread waits. With extra_step the loop runs one step more, whose only work is
+that P V, so the last V tile comes through the pipeline like the others, prefetched by TMA. At head dim 64 that took
+the kernel from 1.03× to 1.045× SDPA, and causal from 0.98× to 1.03×; at 128 it lost 1% (bench/tuning/README.md),
+so only the dim-64 presets set it. Why three branches in that loop, each waiting for all the wgmma it issued:
+ptxas follows every path through the loop body, and where "issue" and "wait" sit under separate tests it finds paths
+(never taken) that read S while its wgmma may still run, and then serializes every wgmma (ptxas warning C7514; the
+first version ran at 0.66× SDPA for that).
+
 Layout (batch, seq_len, heads, dim), "bshd": what a fused QKV projection produces without a transpose, and the
 layout FlashAttention itself uses; SDPA takes (batch, heads, seq_len, dim), so its baseline gets transposed views.
 The softmax scale 1/√dim is folded with log2(e) into one multiply, so the exponential is the native exp2.
@@ -42,7 +51,8 @@ import tilelang.language as T
 
 
 def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtype="float16",
-                    block_M=128, block_N=128, num_stages=2, threads=256, overlap=True, pingpong=False):
+                    block_M=128, block_N=128, num_stages=2, threads=256, overlap=True, pingpong=False,
+                    extra_step=False, skip_zero_pv=None):
     accum_dtype = "float32"
     TURN = 8  # first named barrier of the ping-pong ring (TileLang itself uses the low ids)
     scale = (1.0 / math.sqrt(dim)) * 1.4426950408889634  # 1/√dim and log2(e): exp(x/√d) = exp2(x * scale)
@@ -75,6 +85,58 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
         T.reduce_sum(S, row_sum, dim=1)
         for i in T.Parallel(block_M):
             l[i] = l[i] * rescale[i] + row_sum[i]
+
+    # The steps of the overlapped loop (below). Each issues its wgmma and waits for all of them before it ends:
+    # ptxas follows every path through the loop body, and where the tests for "issue" and for "wait" are separate
+    # it finds paths (never taken) that read S while its wgmma may still run, and then serializes every wgmma
+    # (warning C7514; that version ran at 0.66× SDPA).
+    @T.macro
+    def next_turn(wg, groups, k, steps):
+        if pingpong:  # the next warpgroup's turn; after the last warpgroup's last turn, nobody waits
+            if wg < groups - 1 or k < steps - 1:
+                T.named_barrier_arrive(TURN + (wg + 1) % groups, 256)
+
+    @T.macro
+    def step_s_only(Q_shared, K_shared, V_shared, S, P, touch, m, m_prev, rescale, row_sum, l, bx, k, wg, groups,
+                    steps):
+        # The first step: S(0) alone, as there is no P(-1) yet.
+        T.wgmma_gemm(Q_shared, K_shared, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+        next_turn(wg, groups, k, steps)
+        T.wait_wgmma(0)
+        touch[0] = K_shared[0, 0]  # K's last read (see below)
+        mask(S, bx, k)
+        online_softmax(S, m, m_prev, rescale, row_sum, l)
+        touch[0] = V_shared[0, 0]  # V(0) comes again at the next step
+        T.copy(S, P)  # (O is still 0: no rescale)
+
+    @T.macro
+    def step_s_and_pv(Q_shared, K_shared, V_shared, S, P, acc_o, touch, m, m_prev, rescale, row_sum, l, bx, k, wg,
+                      groups, steps):
+        # S(k) = Q K(k)ᵀ and O += P(k-1) V(k-1), the softmax of tile k running while P V does.
+        T.wgmma_gemm(Q_shared, K_shared, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+        T.wgmma_gemm(P, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+        next_turn(wg, groups, k, steps)
+        T.wait_wgmma(1)  # S is ready (all but the newest wgmma group are done); P V still runs
+        # TileLang hands a stage's buffers back to the producer right after the statement that last reads them.
+        # The wgmma above reads K_shared asynchronously, so its last read is made here, past the wait: else the
+        # next TMA load could overwrite K while the tensor cores still read it.
+        touch[0] = K_shared[0, 0]
+        mask(S, bx, k)
+        online_softmax(S, m, m_prev, rescale, row_sum, l)  # while P V runs
+        T.wait_wgmma(0)  # P V is done: O and P may change now
+        touch[0] = V_shared[0, 0]  # V's last read, past the wait (as for K above)
+        for i, j in T.Parallel(block_M, dim):
+            acc_o[i, j] *= rescale[i]  # O = O * exp(m_prev - m), ready for P(k) V(k)
+        T.copy(S, P)
+
+    @T.macro
+    def step_pv_only(K_shared, V_shared, P, acc_o, touch, k, wg, groups, steps):
+        # The extra step: the last tile's P V.
+        T.wgmma_gemm(P, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+        next_turn(wg, groups, k, steps)
+        T.wait_wgmma(0)
+        touch[0] = K_shared[0, 0]
+        touch[0] = V_shared[0, 0]
 
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
@@ -117,16 +179,18 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                     T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
                     T.gemm(P, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
             else:  # P V one tile late, so that the softmax of tile k runs while the tensor cores do P(k-1) V(k-1)
-                # The last V tile is loaded after the loop, outside the pipeline, so it needs a buffer of its own;
-                # O_shared is free until the very end.
-                V_last = O_shared if block_M == block_N else T.alloc_shared((block_N, dim), dtype)
+                # extra_step: one step more than there are tiles, so the last tile's V comes through the pipeline,
+                # prefetched, instead of being loaded after the loop while every thread waits for it.
+                # skip_zero_pv: step 0 issues S(0) alone, instead of S(0) and a P V of zeros.
+                steps = n_tiles + 1 if extra_step else n_tiles
+                first_alone = extra_step if skip_zero_pv is None else skip_zero_pv
                 touch = T.alloc_local((1,), dtype)
-                T.fill(P, 0)  # P(-1): the P V issued at k = 0 adds nothing
-                if pingpong:
-                    groups = threads // 128
-                    wg = T.get_thread_binding() // 128  # this consumer warpgroup (numbered from 0 in the loop below)
-                for k in T.Pipelined(n_tiles, num_stages=num_stages):
-                    T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
+                T.fill(P, 0)  # P(-1): nothing, if a P V is issued at step 0
+                wg = T.get_thread_binding() // 128 if pingpong else 0  # this consumer warpgroup (from 0 in the loop)
+                groups = threads // 128
+                for k in T.Pipelined(steps, num_stages=num_stages):
+                    kk = T.min(k, n_tiles - 1)  # at the extra step, the last K tile again (loaded, not used)
+                    T.copy(K[bz, kk * block_N:(kk + 1) * block_N, by, :], K_shared)
                     prev = T.max(k - 1, 0)
                     T.copy(V[bz, prev * block_N:(prev + 1) * block_N, by, :], V_shared)  # one tile behind K
                     if pingpong:  # the consumer warpgroups issue their GEMMs in turn: 0, 1, .., 0, 1, ..
@@ -136,27 +200,29 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                             T.named_barrier_arrive(TURN, 256)  # warpgroup 0 goes first
                         # bar.sync as an extern: the pipeline pass moves T.sync_threads to the producer
                         T.call_extern("handle", "tl::__sync_thread_partial", TURN + wg, 256)
-                    T.wgmma_gemm(Q_shared, K_shared, S, transpose_B=True, clear_accum=True,
-                                 policy=T.GemmWarpPolicy.FullRow)
-                    T.wgmma_gemm(P, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)  # O += P(k-1) V(k-1)
-                    if pingpong:
-                        if wg < groups - 1 or k < n_tiles - 1:  # after the last one's last turn, nobody waits
-                            T.named_barrier_arrive(TURN + (wg + 1) % groups, 256)  # the next one's turn
-                    T.wait_wgmma(1)  # S is ready (all but the newest wgmma group are done); P V still runs
-                    # TileLang hands a stage's buffers back to the producer right after the statement that last
-                    # reads them. The wgmma above reads K_shared asynchronously, so its last read is made here,
-                    # past the wait: else the next TMA load could overwrite K while the tensor cores still read it.
-                    touch[0] = K_shared[0, 0]
-                    mask(S, bx, k)
-                    online_softmax(S, m, m_prev, rescale, row_sum, l)  # while P V runs
-                    T.wait_wgmma(0)  # P V is done: O and P may change now
-                    touch[0] = V_shared[0, 0]  # V's last read, past the wait (as for K above)
-                    for i, j in T.Parallel(block_M, dim):
-                        acc_o[i, j] *= rescale[i]  # O = O * exp(m_prev - m), ready for P(k) V(k)
-                    T.copy(S, P)
-                last = n_tiles - 1
-                T.copy(V[bz, last * block_N:(last + 1) * block_N, by, :], V_last)
-                T.gemm(P, V_last, acc_o, policy=T.GemmWarpPolicy.FullRow)  # the last tile's P V
+                    if first_alone:
+                        if k == 0:
+                            step_s_only(Q_shared, K_shared, V_shared, S, P, touch, m, m_prev, rescale, row_sum, l,
+                                        bx, k, wg, groups, steps)
+                        elif k < n_tiles:
+                            step_s_and_pv(Q_shared, K_shared, V_shared, S, P, acc_o, touch, m, m_prev, rescale,
+                                          row_sum, l, bx, k, wg, groups, steps)
+                        else:
+                            step_pv_only(K_shared, V_shared, P, acc_o, touch, k, wg, groups, steps)
+                    elif extra_step:
+                        if k < n_tiles:
+                            step_s_and_pv(Q_shared, K_shared, V_shared, S, P, acc_o, touch, m, m_prev, rescale,
+                                          row_sum, l, bx, k, wg, groups, steps)
+                        else:
+                            step_pv_only(K_shared, V_shared, P, acc_o, touch, k, wg, groups, steps)
+                    else:
+                        step_s_and_pv(Q_shared, K_shared, V_shared, S, P, acc_o, touch, m, m_prev, rescale, row_sum,
+                                      l, bx, k, wg, groups, steps)
+                if not extra_step:  # the last tile's P V, on a V tile loaded here (O_shared is free until the end)
+                    V_last = O_shared if block_M == block_N else T.alloc_shared((block_N, dim), dtype)
+                    last = n_tiles - 1
+                    T.copy(V[bz, last * block_N:(last + 1) * block_N, by, :], V_last)
+                    T.gemm(P, V_last, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] /= l[i]
@@ -180,16 +246,17 @@ SPACE = {
 }
 
 # overlap=False is the plain loop, for comparison, and for GPUs before Hopper (T.wgmma_gemm needs sm_90a).
-OPTIONS = {"overlap": [True, False], "pingpong": [False, True]}
+# extra_step (overlapped loop only): the last tile's P V as one more pipelined step.
+OPTIONS = {"overlap": [True, False], "pingpong": [False, True], "extra_step": [False, True]}
 
 PRESETS = {
     "8×32×4096×128": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=False),
     "8×32×4096×128 causal": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=True),
     # tuned: at head dim 64 the exps outweigh the GEMMs; three consumer warpgroups taking turns hide them best
     "4×32×8192×64": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=False, block_M=192, threads=384,
-                         pingpong=True),
+                         pingpong=True, extra_step=True),
     "4×32×8192×64 causal": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=True, block_M=192, threads=384,
-                                pingpong=True),
+                                pingpong=True, extra_step=True),
     "2×8×1000×128 (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=False),
     "2×8×1000×128 causal (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=True),
 }
