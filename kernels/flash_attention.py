@@ -29,7 +29,7 @@ The last tile (`extra_step=True`): the loop above leaves the last tile's P V for
 by plain loads while every consumer thread waits. With extra_step the loop runs one step more, whose only work is
 that P V, so the last V tile comes through the pipeline like the others, prefetched by TMA. At head dim 64 that took
 the kernel from 1.03× to 1.045× SDPA, and causal from 0.98× to 1.03×; at 128 it lost 1% (bench/tuning/README.md),
-so only the dim-64 presets set it. Why three branches in that loop, each waiting for all the wgmma it issued:
+so only the dim-64 presets set it. Why two whole steps in that loop, each waiting for all the wgmma it issued:
 ptxas follows every path through the loop body, and where "issue" and "wait" sit under separate tests it finds paths
 (never taken) that read S while its wgmma may still run, and then serializes every wgmma (ptxas warning C7514; the
 first version ran at 0.66× SDPA for that).
@@ -52,7 +52,7 @@ import tilelang.language as T
 
 def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtype="float16",
                     block_M=128, block_N=128, num_stages=2, threads=256, overlap=True, pingpong=False,
-                    extra_step=False, skip_zero_pv=None):
+                    extra_step=False):
     accum_dtype = "float32"
     TURN = 8  # first named barrier of the ping-pong ring (TileLang itself uses the low ids)
     scale = (1.0 / math.sqrt(dim)) * 1.4426950408889634  # 1/√dim and log2(e): exp(x/√d) = exp2(x * scale)
@@ -89,25 +89,12 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
     # The steps of the overlapped loop (below). Each issues its wgmma and waits for all of them before it ends:
     # ptxas follows every path through the loop body, and where the tests for "issue" and for "wait" are separate
     # it finds paths (never taken) that read S while its wgmma may still run, and then serializes every wgmma
-    # (warning C7514; that version ran at 0.66× SDPA).
+    # (warning C7514; a version written that way ran at 0.66× SDPA).
     @T.macro
     def next_turn(wg, groups, k, steps):
         if pingpong:  # the next warpgroup's turn; after the last warpgroup's last turn, nobody waits
             if wg < groups - 1 or k < steps - 1:
                 T.named_barrier_arrive(TURN + (wg + 1) % groups, 256)
-
-    @T.macro
-    def step_s_only(Q_shared, K_shared, V_shared, S, P, touch, m, m_prev, rescale, row_sum, l, bx, k, wg, groups,
-                    steps):
-        # The first step: S(0) alone, as there is no P(-1) yet.
-        T.wgmma_gemm(Q_shared, K_shared, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
-        next_turn(wg, groups, k, steps)
-        T.wait_wgmma(0)
-        touch[0] = K_shared[0, 0]  # K's last read (see below)
-        mask(S, bx, k)
-        online_softmax(S, m, m_prev, rescale, row_sum, l)
-        touch[0] = V_shared[0, 0]  # V(0) comes again at the next step
-        T.copy(S, P)  # (O is still 0: no rescale)
 
     @T.macro
     def step_s_and_pv(Q_shared, K_shared, V_shared, S, P, acc_o, touch, m, m_prev, rescale, row_sum, l, bx, k, wg,
@@ -181,11 +168,9 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
             else:  # P V one tile late, so that the softmax of tile k runs while the tensor cores do P(k-1) V(k-1)
                 # extra_step: one step more than there are tiles, so the last tile's V comes through the pipeline,
                 # prefetched, instead of being loaded after the loop while every thread waits for it.
-                # skip_zero_pv: step 0 issues S(0) alone, instead of S(0) and a P V of zeros.
                 steps = n_tiles + 1 if extra_step else n_tiles
-                first_alone = extra_step if skip_zero_pv is None else skip_zero_pv
                 touch = T.alloc_local((1,), dtype)
-                T.fill(P, 0)  # P(-1): nothing, if a P V is issued at step 0
+                T.fill(P, 0)  # P(-1): the P V issued at k = 0 adds nothing
                 wg = T.get_thread_binding() // 128 if pingpong else 0  # this consumer warpgroup (from 0 in the loop)
                 groups = threads // 128
                 for k in T.Pipelined(steps, num_stages=num_stages):
@@ -200,16 +185,7 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                             T.named_barrier_arrive(TURN, 256)  # warpgroup 0 goes first
                         # bar.sync as an extern: the pipeline pass moves T.sync_threads to the producer
                         T.call_extern("handle", "tl::__sync_thread_partial", TURN + wg, 256)
-                    if first_alone:
-                        if k == 0:
-                            step_s_only(Q_shared, K_shared, V_shared, S, P, touch, m, m_prev, rescale, row_sum, l,
-                                        bx, k, wg, groups, steps)
-                        elif k < n_tiles:
-                            step_s_and_pv(Q_shared, K_shared, V_shared, S, P, acc_o, touch, m, m_prev, rescale,
-                                          row_sum, l, bx, k, wg, groups, steps)
-                        else:
-                            step_pv_only(K_shared, V_shared, P, acc_o, touch, k, wg, groups, steps)
-                    elif extra_step:
+                    if extra_step:
                         if k < n_tiles:
                             step_s_and_pv(Q_shared, K_shared, V_shared, S, P, acc_o, touch, m, m_prev, rescale,
                                           row_sum, l, bx, k, wg, groups, steps)

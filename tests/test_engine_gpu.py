@@ -77,6 +77,16 @@ def test_flash_attention_with_three_consumer_warpgroups_verifies_on_a_ragged_seq
     assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
 
 
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_with_the_extra_last_step_verifies_on_a_ragged_sequence(causal, dim):
+    # extra_step: the last tile's P V as one more pipelined step; the last key tile is ragged (1000 = 7 · 128 + 104)
+    tile = dict(block_M=192, threads=384, pingpong=True) if dim == 64 else {}
+    r = run("flash_attention", batch=2, heads=8, seq_len=1000, dim=dim, causal=causal, extra_step=True, **tile)
+    assert r["ok"], r.get("error")
+    assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+
+
 @pytest.mark.parametrize("preset", ["8×32×4096×128", "8×32×4096×128 causal", "4×32×8192×64", "4×32×8192×64 causal"])
 def test_flash_attention_gives_the_same_bits_on_every_launch_at_the_bench_size(preset):
     # The overlapped loop reads K and V tiles with asynchronous wgmma while the producer refills the other stage;
