@@ -1,4 +1,4 @@
-import sys, os, json
+import sys, os
 sys.path.insert(0, os.path.dirname(__file__)); sys.path.insert(0, os.getcwd())
 import torch, tilelang, torch.nn.functional as F
 from flash_attention_variants import fa_overlap

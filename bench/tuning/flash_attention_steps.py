@@ -56,59 +56,44 @@ def jobs():
 
 
 def compile_only():
-    for job in jobs():
-        if job[0] != CHECK[job[3]][0]:
-            continue
-        try:
-            build(*job)
-            print(f"{job} ok", flush=True)
-        except Exception as exc:
-            print(f"{job} FAILED: {str(exc).splitlines()[-1][:300]}", flush=True)
+    from harness import build_each
+    build_each(build, [job for job in jobs() if job[0] == CHECK[job[3]][0]])  # the ragged sizes
 
 
 def on_gpu():
+    from harness import median_ms, print_table, verified
     from precompile import precompile
     precompile([(build, job, {}) for job in jobs()])
     import torch
     import torch.nn.functional as F
     import flash_attention as shipped
-    from playground.timing import Timer
     rows = []
     for b, h, s, d, dtype in SHAPES:
-        tdtype = getattr(torch, dtype)
         for causal in (False, True):
             g = torch.Generator(device="cuda").manual_seed(5)
-            q, k, v = (torch.randn(b, s, h, d, device="cuda", generator=g).to(tdtype) for _ in range(3))
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", generator=g).to(getattr(torch, dtype)) for _ in range(3))
             bc, hc, sc, _ = CHECK[d]
-            qc, kc, vc = (torch.randn(bc, sc, hc, d, device="cuda", generator=g).to(tdtype) for _ in range(3))
-            ref_check = shipped.reference(qc, kc, vc, causal)
+            qc, kc, vc = (torch.randn(bc, sc, hc, d, device="cuda", generator=g).to(q.dtype) for _ in range(3))
 
             def sdpa():
                 return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                      is_causal=causal)
-            ref = sdpa().transpose(1, 2).float()
-            calls = {"sdpa": sdpa}
+                                                      is_causal=causal).transpose(1, 2)
+            label = f"d{d} {dtype} causal={causal}"
+            kernels = {}
             for name in VARIANTS_FOR[d]:
                 try:
-                    check = build(bc, hc, sc, d, causal, dtype, name)
-                    ker = build(b, h, s, d, causal, dtype, name)
+                    kernels[name] = (build(bc, hc, sc, d, causal, dtype, name), build(b, h, s, d, causal, dtype, name))
                 except Exception as exc:
-                    print(f"d{d} causal={causal} {name}: build failed: {str(exc).splitlines()[-1][:200]}", flush=True)
-                    continue
-                err_check = ((check(qc, kc, vc).float() - ref_check).norm() / ref_check.norm()).item()
-                out = ker(q, k, v)
-                err = ((out.float() - ref).norm() / ref.norm()).item()
-                same = all(torch.equal(out, ker(q, k, v)) for _ in range(3))
-                print(f"d{d} {dtype} causal={causal} {name:10s} ragged err {err_check:.2e}, err vs SDPA {err:.2e}, "
-                      f"repeatable {same}", flush=True)
-                if err < 1e-2 and err_check < 1e-2 and same:
-                    calls[name] = lambda ker=ker: ker(q, k, v)
-            times = {n: t["median_ms"] for n, t in Timer().time(calls, budget_ms=2000).items()}
-            for name, ms in times.items():
-                rows.append((f"{b}x{h}x{s}x{d}{' causal' if causal else ''} {dtype}", name, ms, times["sdpa"] / ms))
-    print(f"\n{'shape':34s} {'variant':10s} {'ms':>8s} {'x SDPA':>7s}")
-    for shape, name, ms, ratio in rows:
-        print(f"{shape:34s} {name:10s} {ms:8.4f} {ratio:7.3f}")
+                    print(f"{label} {name}: build failed: {str(exc).splitlines()[-1][:200]}", flush=True)
+            # right at a ragged size (against the float32 reference), then at the timed size (against SDPA)
+            ragged = verified({n: (lambda c=c: c(qc, kc, vc)) for n, (c, _) in kernels.items()},
+                              shipped.reference(qc, kc, vc, causal), f"{label} ragged")
+            timed = verified({n: (lambda t=t: t(q, k, v)) for n, (_, t) in kernels.items() if n in ragged},
+                             sdpa().float(), label)
+            times = median_ms({"sdpa": sdpa, **timed}, budget_ms=2000)
+            rows += [(f"{b}x{h}x{s}x{d}{' causal' if causal else ''} {dtype}", name, ms, times["sdpa"] / ms)
+                     for name, ms in times.items()]
+    print_table([("shape", 34, ""), ("variant", 10, ""), ("ms", 8, ".4f"), ("x SDPA", 7, ".3f")], rows)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """FlashAttention variants on the H200: the shipped loop, and an FA3-style loop where the softmax of tile k runs
 while the tensor cores do P(k-1) V(k-1) (T.wgmma_gemm + T.wait_wgmma)."""
-import math, sys, os, time, json
+import math, sys, os, json
 import torch, tilelang
 import tilelang.language as T
 import torch.nn.functional as F

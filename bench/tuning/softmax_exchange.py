@@ -93,52 +93,39 @@ def jobs():
 
 
 def compile_only():
-    for job in jobs():
-        try:
-            build(*job)
-            print(f"{job} ok", flush=True)
-        except Exception as exc:
-            print(f"{job} FAILED: {str(exc).splitlines()[-1][:300]}", flush=True)
+    from harness import build_each
+    build_each(build, jobs())
 
 
 def on_gpu():
+    from harness import median_ms, print_table, verified
     from precompile import precompile
     precompile([(build, job, {}) for job in jobs()])
     import torch
-    from playground.timing import Timer
     rows = []
     big = torch.empty(2**29, dtype=torch.float16, device="cuda")  # the bench's copy: 1 GiB read, 1 GiB written
     big_out = torch.empty_like(big)
     for M, N, dtype in CHECKS + SHAPES:
         g = torch.Generator(device="cuda").manual_seed(0)
         x = torch.randn(M, N, device="cuda", generator=g).to(getattr(torch, dtype))
-        ref = torch.softmax(x.float(), dim=1)
-        timed = (M, N, dtype) in SHAPES
-        out_copy = torch.empty_like(x)
-        calls = {"copy": lambda: out_copy.copy_(x), "copy 1 GiB": lambda: big_out.copy_(big),
-                 "torch.softmax": lambda: torch.softmax(x, dim=1)}
+        kernels = {}
         for name in VARIANTS:
             try:
-                fn = build(M, N, dtype, name)
+                kernels[name] = build(M, N, dtype, name)
             except Exception as exc:
                 print(f"{M}x{N} {dtype} {name}: build failed: {str(exc).splitlines()[-1][:200]}", flush=True)
-                continue
-            out = fn(x)
-            err = ((out.float() - ref).norm() / ref.norm()).item()
-            same = all(torch.equal(out, fn(x)) for _ in range(3))
-            print(f"{M}x{N} {dtype} {name:24s} rel err {err:.2e} repeatable {same}", flush=True)
-            if err < 1e-2 and same:
-                calls[name] = lambda f=fn: f(x)
-        if timed:
-            times = {n: t["median_ms"] for n, t in Timer().time(calls, budget_ms=1500).items()}
+        passed = verified({n: (lambda f=f: f(x)) for n, f in kernels.items()}, torch.softmax(x.float(), dim=1),
+                          f"{M}x{N} {dtype}")
+        if (M, N, dtype) in SHAPES:
+            out_copy = torch.empty_like(x)
+            times = median_ms({"copy": lambda: out_copy.copy_(x), "copy 1 GiB": lambda: big_out.copy_(big),
+                               "torch.softmax": lambda: torch.softmax(x, dim=1), **passed})
             nbytes = 2 * x.numel() * x.element_size()
-            big_bw = 2 * big.numel() * big.element_size() / times["copy 1 GiB"]
-            for name, ms in times.items():
-                if name != "copy 1 GiB":
-                    rows.append((f"{M}x{N} {dtype}", name, ms, times["copy"] / ms, nbytes / ms / big_bw))
-    print(f"\n{'shape':20s} {'variant':24s} {'ms':>8s} {'of same-size copy':>17s} {'of 1 GiB copy':>13s}")
-    for shape, name, ms, same, big_ratio in rows:
-        print(f"{shape:20s} {name:24s} {ms:8.4f} {same:17.3f} {big_ratio:13.3f}")
+            big_bw = 2 * big.numel() * big.element_size() / times.pop("copy 1 GiB")
+            rows += [(f"{M}x{N} {dtype}", name, ms, times["copy"] / ms, nbytes / ms / big_bw)
+                     for name, ms in times.items()]
+    print_table([("shape", 20, ""), ("variant", 24, ""), ("ms", 8, ".4f"), ("of same-size copy", 17, ".3f"),
+                 ("of 1 GiB copy", 13, ".3f")], rows)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Softmax variants on the H200: persistent rows, rows per step, stages, threads, loads straight to registers.
 SM_ROUND=2 or 3 picks the later rounds (bench/tuning/README.md). Prints a table; run on the device with TileLang."""
-import sys, time, json, itertools, os
+import sys, time, json, os
 import torch, tilelang
 import tilelang.language as T
 sys.path.insert(0, os.getcwd())
