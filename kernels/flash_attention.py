@@ -29,10 +29,8 @@ The last tile (`extra_step=True`): the loop above leaves the last tile's P V for
 by plain loads while every consumer thread waits. With extra_step the loop runs one step more, whose only work is
 that P V, so the last V tile comes through the pipeline like the others, prefetched by TMA. At head dim 64 that took
 the kernel from 1.03× to 1.045× SDPA, and causal from 0.98× to 1.03×; at 128 it lost 1% (bench/tuning/README.md),
-so only the dim-64 presets set it. Why two whole steps in that loop, each waiting for all the wgmma it issued:
-ptxas follows every path through the loop body, and where "issue" and "wait" sit under separate tests it finds paths
-(never taken) that read S while its wgmma may still run, and then serializes every wgmma (ptxas warning C7514; the
-first version ran at 0.66× SDPA for that).
+so only the dim-64 presets set it. The loop is written as whole steps, each waiting for the wgmma it issued: the
+comment above `step_s_and_pv` says why (ptxas serializes every wgmma otherwise).
 
 Layout (batch, seq_len, heads, dim), "bshd": what a fused QKV projection produces without a transpose, and the
 layout FlashAttention itself uses; SDPA takes (batch, heads, seq_len, dim), so its baseline gets transposed views.
@@ -174,7 +172,7 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                 wg = T.get_thread_binding() // 128 if pingpong else 0  # this consumer warpgroup (from 0 in the loop)
                 groups = threads // 128
                 for k in T.Pipelined(steps, num_stages=num_stages):
-                    kk = T.min(k, n_tiles - 1)  # at the extra step, the last K tile again (loaded, not used)
+                    kk = T.min(k, n_tiles - 1) if extra_step else k  # extra step: the last K tile again (unused)
                     T.copy(K[bz, kk * block_N:(kk + 1) * block_N, by, :], K_shared)
                     prev = T.max(k - 1, 0)
                     T.copy(V[bz, prev * block_N:(prev + 1) * block_N, by, :], V_shared)  # one tile behind K
