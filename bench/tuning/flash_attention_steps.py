@@ -47,53 +47,15 @@ def build(b, h, s, d, causal, dtype, name):
     return tilelang.compile(kernel(b, h, s, d, causal, dtype, **params), out_idx=[3], target=TARGET)
 
 
-def jobs():
-    for b, h, s, d, dtype in SHAPES:
-        for causal in (False, True):
-            for name in VARIANTS_FOR[d]:
-                yield (b, h, s, d, causal, dtype, name)
-                yield (*CHECK[d], causal, dtype, name)
-
-
 def compile_only():
-    from harness import build_each
-    build_each(build, [job for job in jobs() if job[0] == CHECK[job[3]][0]])  # the ragged sizes
+    from harness import build_each, flash_attention_jobs
+    build_each(build, [job for job in flash_attention_jobs(SHAPES, VARIANTS_FOR, CHECK)
+                       if job[0] == CHECK[job[3]][0]])  # the ragged sizes
 
 
 def on_gpu():
-    from harness import median_ms, print_table, verified
-    from precompile import precompile
-    precompile([(build, job, {}) for job in jobs()])
-    import torch
-    import torch.nn.functional as F
-    import flash_attention as shipped
-    rows = []
-    for b, h, s, d, dtype in SHAPES:
-        for causal in (False, True):
-            g = torch.Generator(device="cuda").manual_seed(5)
-            q, k, v = (torch.randn(b, s, h, d, device="cuda", generator=g).to(getattr(torch, dtype)) for _ in range(3))
-            bc, hc, sc, _ = CHECK[d]
-            qc, kc, vc = (torch.randn(bc, sc, hc, d, device="cuda", generator=g).to(q.dtype) for _ in range(3))
-
-            def sdpa():
-                return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                      is_causal=causal).transpose(1, 2)
-            label = f"d{d} {dtype} causal={causal}"
-            kernels = {}
-            for name in VARIANTS_FOR[d]:
-                try:
-                    kernels[name] = (build(bc, hc, sc, d, causal, dtype, name), build(b, h, s, d, causal, dtype, name))
-                except Exception as exc:
-                    print(f"{label} {name}: build failed: {str(exc).splitlines()[-1][:200]}", flush=True)
-            # right at a ragged size (against the float32 reference), then at the timed size (against SDPA)
-            ragged = verified({n: (lambda c=c: c(qc, kc, vc)) for n, (c, _) in kernels.items()},
-                              shipped.reference(qc, kc, vc, causal), f"{label} ragged")
-            timed = verified({n: (lambda t=t: t(q, k, v)) for n, (_, t) in kernels.items() if n in ragged},
-                             sdpa().float(), label)
-            times = median_ms({"sdpa": sdpa, **timed}, budget_ms=2000)
-            rows += [(f"{b}x{h}x{s}x{d}{' causal' if causal else ''} {dtype}", name, ms, times["sdpa"] / ms)
-                     for name, ms in times.items()]
-    print_table([("shape", 34, ""), ("variant", 10, ""), ("ms", 8, ".4f"), ("x SDPA", 7, ".3f")], rows)
+    from harness import compare_flash_attention_variants
+    compare_flash_attention_variants(build, VARIANTS_FOR, SHAPES, CHECK)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ elif os.environ.get("SECOND"):
     VARIANTS_FOR = {128: ["ship", "pp"], 64: ["ship", "pp", "bM192 t384", "bM192 t384 pp"]}
 else:
     VARIANTS_FOR = {128: ["ship", "bN176", "bN160", "bN192"], 64: ["ship", "s4", "bM192 t384", "bM192 t384 s3"]}
-SHAPES = [(8, 32, 4096, 128), (4, 32, 8192, 64)]
+SHAPES = [(8, 32, 4096, 128, "float16"), (4, 32, 8192, 64, "float16")]
 CHECK = {128: (2, 4, 1000, 128), 64: (2, 4, 1000, 64)}  # ragged: a partial query block and a partial key tile
 TARGET = {"kind": "cuda", "arch": "sm_90a"}
 
@@ -64,17 +64,10 @@ def build(b, h, s, d, causal, dtype, name):
                             target=TARGET)
 
 
-def jobs():
-    for b, h, s, d in SHAPES:
-        for causal in (False, True):
-            for name in VARIANTS_FOR[d]:
-                yield (b, h, s, d, causal, "float16", name)
-                yield (*CHECK[d], causal, "float16", name)
-
-
 def compile_only():
     import re
-    for job in jobs():
+    from harness import flash_attention_jobs
+    for job in flash_attention_jobs(SHAPES, VARIANTS_FOR, CHECK):
         if job[0] != CHECK[job[3]][0]:
             continue
         try:
@@ -85,47 +78,8 @@ def compile_only():
 
 
 def on_gpu():
-    from precompile import precompile
-    precompile([(build, job, {}) for job in jobs()])
-    import torch
-    import torch.nn.functional as F
-    import flash_attention as shipped
-    from playground.timing import Timer
-    rows = []
-    for b, h, s, d in SHAPES:
-        for causal in (False, True):
-            g = torch.Generator(device="cuda").manual_seed(5)
-            q, k, v = (torch.randn(b, s, h, d, device="cuda", generator=g).half() for _ in range(3))
-            bc, hc, sc, _ = CHECK[d]
-            qc, kc, vc = (torch.randn(bc, sc, hc, d, device="cuda", generator=g).half() for _ in range(3))
-            ref_check = shipped.reference(qc, kc, vc, causal)
-
-            def sdpa():
-                return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                      is_causal=causal)
-            ref = sdpa().transpose(1, 2).float()
-            calls = {"sdpa": sdpa}
-            for name in VARIANTS_FOR[d]:
-                try:
-                    check = build(bc, hc, sc, d, causal, "float16", name)
-                    ker = build(b, h, s, d, causal, "float16", name)
-                except Exception as exc:
-                    print(f"d{d} causal={causal} {name}: build failed: {str(exc).splitlines()[-1][:200]}", flush=True)
-                    continue
-                err_check = ((check(qc, kc, vc).float() - ref_check).norm() / ref_check.norm()).item()
-                out = ker(q, k, v)
-                err = ((out.float() - ref).norm() / ref.norm()).item()
-                same = all(torch.equal(out, ker(q, k, v)) for _ in range(3))
-                print(f"d{d} causal={causal} {name:20s} ragged err {err_check:.2e}, err vs SDPA {err:.2e}, "
-                      f"repeatable {same}", flush=True)
-                if err < 1e-2 and err_check < 1e-2 and same:
-                    calls[name] = lambda ker=ker: ker(q, k, v)
-            times = {n: t["median_ms"] for n, t in Timer().time(calls, budget_ms=2000).items()}
-            for name, ms in times.items():
-                rows.append((f"{b}x{h}x{s}x{d}{' causal' if causal else ''}", name, ms, times["sdpa"] / ms))
-    print(f"\n{'shape':24s} {'variant':20s} {'ms':>8s} {'x SDPA':>7s}")
-    for shape, name, ms, ratio in rows:
-        print(f"{shape:24s} {name:20s} {ms:8.4f} {ratio:7.3f}")
+    from harness import compare_flash_attention_variants
+    compare_flash_attention_variants(build, VARIANTS_FOR, SHAPES, CHECK)
 
 
 if __name__ == "__main__":

@@ -78,3 +78,80 @@ def compare_gemm_variants(build_shipped, build, variants, shapes, checks, dtypes
                 rows += [(dtype, f"{M}x{N}x{K}", name, ms, times["cuBLAS"] / ms) for name, ms in times.items()]
     print_table([("dtype", 9, ""), ("shape", 16, ""), ("variant", 36, ""), ("ms", 8, ".4f"), ("x cuBLAS", 9, ".3f")],
                 rows)
+
+
+def flash_attention_jobs(shapes, names_for_dim, check):
+    """(b, h, s, d, causal, dtype, name) for every timed shape and its ragged check size, causal and not."""
+    for b, h, s, d, dtype in shapes:
+        for causal in (False, True):
+            for name in names_for_dim[d]:
+                yield (b, h, s, d, causal, dtype, name)
+                yield (*check[d], causal, dtype, name)
+
+
+def compare_flash_attention_variants(build, names_for_dim, shapes, check):
+    """The flash-attention scripts' run: each variant (`build(b, h, s, d, causal, dtype, name)`) verified at a ragged
+    size against the float32 reference and at the timed size against SDPA, then timed against SDPA there."""
+    from precompile import precompile
+    precompile([(build, job, {}) for job in flash_attention_jobs(shapes, names_for_dim, check)])
+    import torch
+    import torch.nn.functional as F
+    import flash_attention as shipped
+    rows = []
+    for b, h, s, d, dtype in shapes:
+        for causal in (False, True):
+            g = torch.Generator(device="cuda").manual_seed(5)
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", generator=g).to(getattr(torch, dtype)) for _ in range(3))
+            bc, hc, sc, _ = check[d]
+            qc, kc, vc = (torch.randn(bc, sc, hc, d, device="cuda", generator=g).to(q.dtype) for _ in range(3))
+
+            def sdpa():
+                return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                      is_causal=causal).transpose(1, 2)
+            label = f"d{d} {dtype} causal={causal}"
+            kernels = {}
+            for name in names_for_dim[d]:
+                try:
+                    kernels[name] = (build(bc, hc, sc, d, causal, dtype, name), build(b, h, s, d, causal, dtype, name))
+                except Exception as exc:
+                    print(f"{label} {name}: build failed: {str(exc).splitlines()[-1][:200]}", flush=True)
+            ragged = verified({n: (lambda c=c: c(qc, kc, vc)) for n, (c, _) in kernels.items()},
+                              shipped.reference(qc, kc, vc, causal), f"{label} ragged")
+            timed = verified({n: (lambda t=t: t(q, k, v)) for n, (_, t) in kernels.items() if n in ragged},
+                             sdpa().float(), label)
+            times = median_ms({"sdpa": sdpa, **timed}, budget_ms=2000)
+            rows += [(f"{b}x{h}x{s}x{d}{' causal' if causal else ''} {dtype}", name, ms, times["sdpa"] / ms)
+                     for name, ms in times.items()]
+    print_table([("shape", 34, ""), ("variant", 22, ""), ("ms", 8, ".4f"), ("x SDPA", 7, ".3f")], rows)
+
+
+def compare_softmax_variants(build, names, shapes, checks):
+    """The softmax scripts' run: each variant (`build(M, N, dtype, name)`) verified at every size, and timed at the
+    timed sizes against torch.softmax, a copy of the same size and the 1 GiB copy the bench's target reads against."""
+    from precompile import precompile
+    precompile([(build, (M, N, dtype, name), {}) for M, N, dtype in checks + shapes for name in names])
+    import torch
+    rows = []
+    big = torch.empty(2**29, dtype=torch.float16, device="cuda")  # 1 GiB read, 1 GiB written
+    big_out = torch.empty_like(big)
+    for M, N, dtype in checks + shapes:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(M, N, device="cuda", generator=g).to(getattr(torch, dtype))
+        kernels = {}
+        for name in names:
+            try:
+                kernels[name] = build(M, N, dtype, name)
+            except Exception as exc:
+                print(f"{M}x{N} {dtype} {name}: build failed: {str(exc).splitlines()[-1][:200]}", flush=True)
+        passed = verified({n: (lambda f=f: f(x)) for n, f in kernels.items()}, torch.softmax(x.float(), dim=1),
+                          f"{M}x{N} {dtype}")
+        if (M, N, dtype) in shapes:
+            out_copy = torch.empty_like(x)
+            times = median_ms({"copy": lambda: out_copy.copy_(x), "copy 1 GiB": lambda: big_out.copy_(big),
+                               "torch.softmax": lambda: torch.softmax(x, dim=1), **passed})
+            nbytes = 2 * x.numel() * x.element_size()
+            big_bw = 2 * big.numel() * big.element_size() / times.pop("copy 1 GiB")
+            rows += [(f"{M}x{N} {dtype}", name, ms, times["copy"] / ms, nbytes / ms / big_bw)
+                     for name, ms in times.items()]
+    print_table([("shape", 20, ""), ("variant", 36, ""), ("ms", 8, ".4f"), ("of same-size copy", 17, ".3f"),
+                 ("of 1 GiB copy", 13, ".3f")], rows)

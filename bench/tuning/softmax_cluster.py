@@ -95,8 +95,8 @@ VARIANTS = {
     "cluster 2, 256 thr, fp16 row, 5/SM": dict(split=2, threads=256, hold_in_dtype=True, min_blocks=5),
     "cluster 4, 128 thr, fp16 row, 8/SM": dict(split=4, threads=128, hold_in_dtype=True, min_blocks=8),
 }
-SHAPES = [(4096, 32768)]
-CHECKS = [(1000, 32768 - 5), (64, 32768)]
+SHAPES = [(4096, 32768, "float16")]
+CHECKS = [(1000, 32768 - 5, "float16"), (64, 32768, "float16")]
 TARGET = {"kind": "cuda", "arch": "sm_90a"}
 
 
@@ -109,12 +109,19 @@ def build_shipped(M, N, dtype):
     return tilelang.compile(shipped.softmax(M, N, dtype, rows_per_block=4), out_idx=[1], target=TARGET)
 
 
+SHIPPED = "ship (4 rows a block)"  # the shipped kernel when this script ran
+
+
+def build_named(M, N, dtype, name):
+    return build_shipped(M, N, dtype) if name == SHIPPED else build(M, N, dtype, **VARIANTS[name])
+
+
 def compile_only():
     import re
     for name, kw in VARIANTS.items():
         for shape in SHAPES + CHECKS:
             try:
-                src = build(*shape, "float16", **kw).get_kernel_source()
+                src = build(*shape, **kw).get_kernel_source()
             except Exception as exc:
                 print(f"{name:36s} {shape} FAILED: {str(exc).splitlines()[-1][:300]}", flush=True)
                 continue
@@ -123,37 +130,8 @@ def compile_only():
 
 
 def on_gpu():
-    from precompile import precompile
-    jobs = [(build_shipped, (M, N, "float16"), {}) for M, N in SHAPES]
-    jobs += [(build, (M, N, "float16"), kw) for M, N in SHAPES + CHECKS for kw in VARIANTS.values()]
-    precompile(jobs)
-    import torch
-    from playground.timing import Timer
-    rows = []
-    for M, N in CHECKS + SHAPES:
-        g = torch.Generator(device="cuda").manual_seed(0)
-        x = torch.randn(M, N, device="cuda", generator=g).to(torch.float16)
-        ref = torch.softmax(x.float(), dim=1)
-        timed = (M, N) in SHAPES
-        fns = {"ship (4 rows a block)": build_shipped(M, N, "float16")} if timed else {}
-        for name, kw in VARIANTS.items():
-            fns[name] = build(M, N, "float16", **kw)
-        out_copy = torch.empty_like(x)
-        calls = {"copy": lambda: out_copy.copy_(x), "torch.softmax": lambda: torch.softmax(x, dim=1)}
-        for name, fn in fns.items():
-            out = fn(x)
-            err = ((out.float() - ref).norm() / ref.norm()).item()
-            same = all(torch.equal(out, fn(x)) for _ in range(3))
-            print(f"{M}x{N} {name:36s} rel err {err:.2e} repeatable {same}", flush=True)
-            if err < 1e-2 and same:
-                calls[name] = lambda f=fn: f(x)
-        if timed:
-            times = {n: t["median_ms"] for n, t in Timer().time(calls, budget_ms=1500).items()}
-            for name, ms in times.items():
-                rows.append((f"{M}x{N}", name, ms, times["copy"] / ms))
-    print(f"\n{'shape':12s} {'variant':36s} {'ms':>8s} {'of copy BW':>10s}")
-    for shape, name, ms, ratio in rows:
-        print(f"{shape:12s} {name:36s} {ms:8.4f} {ratio:10.3f}")
+    from harness import compare_softmax_variants
+    compare_softmax_variants(build_named, [SHIPPED, *VARIANTS], SHAPES, CHECKS)
 
 
 if __name__ == "__main__":

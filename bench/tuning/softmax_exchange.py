@@ -98,34 +98,8 @@ def compile_only():
 
 
 def on_gpu():
-    from harness import median_ms, print_table, verified
-    from precompile import precompile
-    precompile([(build, job, {}) for job in jobs()])
-    import torch
-    rows = []
-    big = torch.empty(2**29, dtype=torch.float16, device="cuda")  # the bench's copy: 1 GiB read, 1 GiB written
-    big_out = torch.empty_like(big)
-    for M, N, dtype in CHECKS + SHAPES:
-        g = torch.Generator(device="cuda").manual_seed(0)
-        x = torch.randn(M, N, device="cuda", generator=g).to(getattr(torch, dtype))
-        kernels = {}
-        for name in VARIANTS:
-            try:
-                kernels[name] = build(M, N, dtype, name)
-            except Exception as exc:
-                print(f"{M}x{N} {dtype} {name}: build failed: {str(exc).splitlines()[-1][:200]}", flush=True)
-        passed = verified({n: (lambda f=f: f(x)) for n, f in kernels.items()}, torch.softmax(x.float(), dim=1),
-                          f"{M}x{N} {dtype}")
-        if (M, N, dtype) in SHAPES:
-            out_copy = torch.empty_like(x)
-            times = median_ms({"copy": lambda: out_copy.copy_(x), "copy 1 GiB": lambda: big_out.copy_(big),
-                               "torch.softmax": lambda: torch.softmax(x, dim=1), **passed})
-            nbytes = 2 * x.numel() * x.element_size()
-            big_bw = 2 * big.numel() * big.element_size() / times.pop("copy 1 GiB")
-            rows += [(f"{M}x{N} {dtype}", name, ms, times["copy"] / ms, nbytes / ms / big_bw)
-                     for name, ms in times.items()]
-    print_table([("shape", 20, ""), ("variant", 24, ""), ("ms", 8, ".4f"), ("of same-size copy", 17, ".3f"),
-                 ("of 1 GiB copy", 13, ".3f")], rows)
+    from harness import compare_softmax_variants
+    compare_softmax_variants(build, list(VARIANTS), SHAPES, CHECKS)
 
 
 if __name__ == "__main__":
