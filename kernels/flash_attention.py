@@ -25,12 +25,23 @@ their softmax, instead of all of them stalling on the same exps at once. It pays
 dim 64 (P V is half the work it is at 128) with 192-query tiles and three consumer warpgroups, which together took
 the kernel from 0.92× to 1.03× SDPA (causal: 0.91× to 0.98×). At head dim 128 it lost 4% (bench/README.md).
 
-The last tile (`extra_step=True`): the loop above leaves the last tile's P V for after it, on a V tile loaded there
-by plain loads while every consumer thread waits. With extra_step the loop runs one step more, whose only work is
-that P V, so the last V tile comes through the pipeline like the others, prefetched by TMA. At head dim 64 that took
-the kernel from 1.03× to 1.045× SDPA, and causal from 0.98× to 1.03×; at 128 it lost 1% (bench/tuning/README.md),
-so only the dim-64 presets set it. The loop is written as whole steps, each waiting for the wgmma it issued: the
-comment above `step_s_and_pv` says why (ptxas serializes every wgmma otherwise).
+The last tile (`extra_step`, on by default): the loop above would leave the last tile's P V for after it, on a V tile
+loaded there by plain loads while every consumer thread waits. With extra_step the loop runs one step more, whose
+only work is that P V, so the last V tile comes through the pipeline like the others, prefetched by TMA. The loop
+is written as whole steps, each waiting for the wgmma it issued: the comment above `step_s_and_pv` says why (ptxas
+serializes every wgmma otherwise).
+
+What the SASS showed (bench/tuning/README.md): ptxas, the last compiler stage, schedules the wait for P V
+(`WARPGROUP.DEPBAR`) right after the row max, before the exps, so P V overlapped only the max. Three options keep
+the overlap, all on by default at head dim 128, where they took the kernel from 0.98× to 0.99× SDPA, and causal
+from 0.98× to 1.03×:
+- `fence_wait`: a `__threadfence_block()` just before the wait. ptxas moves no instruction across it, so the wait
+  stays after the exps (the consumer threads have no stores pending, so the fence itself is cheap).
+- `two_p`: P(k) is rounded into a second buffer while P V still reads P(k-1), so the rounding is done under P V too.
+- `lazy_rescale` (as FlashAttention-4 does): a row keeps its old max unless the new one is larger by 8 or more
+  in log2 units, so the exps reach at most 2^8 and O and ℓ, which share the max, give the same O / ℓ; a thread
+  rescales O only when one of its rows took a new max, which after the first tiles is rare.
+The head-dim-64 presets turn them off (two_p needs registers three warpgroups do not have).
 
 Layout (batch, seq_len, heads, dim), "bshd": what a fused QKV projection produces without a transpose, and the
 layout FlashAttention itself uses; SDPA takes (batch, heads, seq_len, dim), so its baseline gets transposed views.
@@ -50,7 +61,7 @@ import tilelang.language as T
 
 def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtype="float16",
                     block_M=128, block_N=128, num_stages=2, threads=256, overlap=True, pingpong=False,
-                    extra_step=False):
+                    extra_step=True, fence_wait=True, two_p=True, lazy_rescale=True):
     accum_dtype = "float32"
     TURN = 8  # first named barrier of the ping-pong ring (TileLang itself uses the low ids)
     scale = (1.0 / math.sqrt(dim)) * 1.4426950408889634  # 1/√dim and log2(e): exp(x/√d) = exp2(x * scale)
@@ -76,6 +87,9 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
         # m_prev - m is never -inf - (-inf).
         T.copy(m, m_prev)
         T.reduce_max(S, m, dim=1, clear=False)  # the max over this tile and all before it
+        if lazy_rescale:  # keep the old max unless the new one is larger by 8 or more in log2 units
+            for i in T.Parallel(block_M):
+                m[i] = T.if_then_else((m[i] - m_prev[i]) * scale > 8.0, m[i], m_prev[i])
         for i in T.Parallel(block_M):
             rescale[i] = T.exp2((m_prev[i] - m[i]) * scale)
         for i, j in T.Parallel(block_M, block_N):
@@ -95,8 +109,8 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                 T.named_barrier_arrive(TURN + (wg + 1) % groups, 256)
 
     @T.macro
-    def step_s_and_pv(Q_shared, K_shared, V_shared, S, P, acc_o, touch, m, m_prev, rescale, row_sum, l, bx, k, wg,
-                      groups, steps):
+    def step_s_and_pv(Q_shared, K_shared, V_shared, S, P, P_next, acc_o, touch, m, m_prev, rescale, row_sum, l, bx,
+                      k, wg, groups, steps):
         # S(k) = Q K(k)ᵀ and O += P(k-1) V(k-1), the softmax of tile k running while P V does.
         T.wgmma_gemm(Q_shared, K_shared, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
         T.wgmma_gemm(P, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
@@ -108,11 +122,25 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
         touch[0] = K_shared[0, 0]
         mask(S, bx, k)
         online_softmax(S, m, m_prev, rescale, row_sum, l)  # while P V runs
+        if two_p:  # P(k) into the other buffer while P V still reads P(k-1)
+            T.copy(S, P_next)
+        if fence_wait:  # ptxas moves no instruction across a fence: the wait below stays after the exps
+            T.call_extern("handle", "__threadfence_block")
         T.wait_wgmma(0)  # P V is done: O and P may change now
         touch[0] = V_shared[0, 0]  # V's last read, past the wait (as for K above)
-        for i, j in T.Parallel(block_M, dim):
-            acc_o[i, j] *= rescale[i]  # O = O * exp(m_prev - m), ready for P(k) V(k)
-        T.copy(S, P)
+        if lazy_rescale:  # O = O * exp(m_prev - m) only in threads where a row's max moved: rarely, after a while
+            changed = T.alloc_local((1,), "int32")
+            changed[0] = 0
+            for i in T.Parallel(block_M):
+                changed[0] = changed[0] | T.Cast("int32", rescale[i] != 1.0)
+            if changed[0] != 0:
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= rescale[i]
+        else:
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] *= rescale[i]  # O = O * exp(m_prev - m), ready for P(k) V(k)
+        if not two_p:
+            T.copy(S, P_next)
 
     @T.macro
     def step_pv_only(K_shared, V_shared, P, acc_o, touch, k, wg, groups, steps):
@@ -122,6 +150,19 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
         T.wait_wgmma(0)
         touch[0] = K_shared[0, 0]
         touch[0] = V_shared[0, 0]
+
+    @T.macro
+    def step(Q_shared, K_shared, V_shared, S, P, P_next, acc_o, touch, m, m_prev, rescale, row_sum, l, bx, k, wg,
+             groups, steps, n_tiles):
+        if extra_step:
+            if k < n_tiles:
+                step_s_and_pv(Q_shared, K_shared, V_shared, S, P, P_next, acc_o, touch, m, m_prev, rescale, row_sum,
+                              l, bx, k, wg, groups, steps)
+            else:
+                step_pv_only(K_shared, V_shared, P, acc_o, touch, k, wg, groups, steps)
+        else:
+            step_s_and_pv(Q_shared, K_shared, V_shared, S, P, P_next, acc_o, touch, m, m_prev, rescale, row_sum, l,
+                          bx, k, wg, groups, steps)
 
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
@@ -168,7 +209,11 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                 # prefetched, instead of being loaded after the loop while every thread waits for it.
                 steps = n_tiles + 1 if extra_step else n_tiles
                 touch = T.alloc_local((1,), dtype)
-                T.fill(P, 0)  # P(-1): the P V issued at k = 0 adds nothing
+                if two_p:
+                    P_odd = T.alloc_fragment((block_M, block_N), dtype)  # P(k) at odd k
+                    T.fill(P_odd, 0)  # P(-1): the P V issued at k = 0 adds nothing
+                else:
+                    T.fill(P, 0)  # P(-1): the P V issued at k = 0 adds nothing
                 wg = T.get_thread_binding() // 128 if pingpong else 0  # this consumer warpgroup (from 0 in the loop)
                 groups = threads // 128
                 for k in T.Pipelined(steps, num_stages=num_stages):
@@ -183,20 +228,27 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                             T.named_barrier_arrive(TURN, 256)  # warpgroup 0 goes first
                         # bar.sync as an extern: the pipeline pass moves T.sync_threads to the producer
                         T.call_extern("handle", "tl::__sync_thread_partial", TURN + wg, 256)
-                    if extra_step:
-                        if k < n_tiles:
-                            step_s_and_pv(Q_shared, K_shared, V_shared, S, P, acc_o, touch, m, m_prev, rescale,
-                                          row_sum, l, bx, k, wg, groups, steps)
+                    if two_p:  # P(k) alternates between two buffers: P at even k, P_odd at odd k
+                        if k % 2 == 0:
+                            step(Q_shared, K_shared, V_shared, S, P_odd, P, acc_o, touch, m, m_prev, rescale,
+                                 row_sum, l, bx, k, wg, groups, steps, n_tiles)
                         else:
-                            step_pv_only(K_shared, V_shared, P, acc_o, touch, k, wg, groups, steps)
+                            step(Q_shared, K_shared, V_shared, S, P, P_odd, acc_o, touch, m, m_prev, rescale,
+                                 row_sum, l, bx, k, wg, groups, steps, n_tiles)
                     else:
-                        step_s_and_pv(Q_shared, K_shared, V_shared, S, P, acc_o, touch, m, m_prev, rescale, row_sum,
-                                      l, bx, k, wg, groups, steps)
+                        step(Q_shared, K_shared, V_shared, S, P, P, acc_o, touch, m, m_prev, rescale, row_sum, l,
+                             bx, k, wg, groups, steps, n_tiles)
                 if not extra_step:  # the last tile's P V, on a V tile loaded here (O_shared is free until the end)
                     V_last = O_shared if block_M == block_N else T.alloc_shared((block_N, dim), dtype)
                     last = n_tiles - 1
                     T.copy(V[bz, last * block_N:(last + 1) * block_N, by, :], V_last)
-                    T.gemm(P, V_last, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                    if two_p:
+                        if last % 2 == 0:
+                            T.gemm(P, V_last, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                        else:
+                            T.gemm(P_odd, V_last, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                    else:
+                        T.gemm(P, V_last, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] /= l[i]
@@ -220,17 +272,21 @@ SPACE = {
 }
 
 # overlap=False is the plain loop, for comparison, and for GPUs before Hopper (T.wgmma_gemm needs sm_90a).
-# extra_step (overlapped loop only): the last tile's P V as one more pipelined step.
-OPTIONS = {"overlap": [True, False], "pingpong": [False, True], "extra_step": [False, True]}
+# The others apply to the overlapped loop (the module docstring says what each does and what it measured).
+OPTIONS = {"overlap": [True, False], "pingpong": [False, True], "extra_step": [True, False],
+           "fence_wait": [True, False], "two_p": [True, False], "lazy_rescale": [True, False]}
+
+# What the head-dim-64 presets change: three consumer warpgroups taking turns; their 160 registers a thread leave
+# no room for a second P (two_p spills), and there the fence and the lazy rescale measured no better (flash-
+# attention-lazy-1.log).
+_DIM64 = dict(block_M=192, threads=384, pingpong=True, fence_wait=False, two_p=False, lazy_rescale=False)
 
 PRESETS = {
     "8×32×4096×128": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=False),
     "8×32×4096×128 causal": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=True),
     # tuned: at head dim 64 the exps outweigh the GEMMs; three consumer warpgroups taking turns hide them best
-    "4×32×8192×64": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=False, block_M=192, threads=384,
-                         pingpong=True, extra_step=True),
-    "4×32×8192×64 causal": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=True, block_M=192, threads=384,
-                                pingpong=True, extra_step=True),
+    "4×32×8192×64": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=False, **_DIM64),
+    "4×32×8192×64 causal": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=True, **_DIM64),
     "2×8×1000×128 (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=False),
     "2×8×1000×128 causal (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=True),
 }

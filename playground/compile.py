@@ -1,4 +1,4 @@
-"""Compile a kernel for a target: generated CUDA, host code, PTX, ptxas figures and a CUDA → source line map.
+"""Compile a kernel for a target: generated CUDA, host code, PTX, SASS, ptxas figures and a CUDA → source line map.
 
 Compiling needs no GPU: TileLang lowers on the CPU and nvcc runs there when the target arch is given explicitly.
 """
@@ -99,6 +99,7 @@ def _operation_line(library_file: str, user_lines: list[str], after: int | None)
 
 # -- ptxas figures ---------------------------------------------------------------------------------------------
 def find_cuda_tool(name: str) -> str | None:
+    """A CUDA binary: the toolkit's, one on PATH, or one a NVIDIA pip wheel installed (nvdisasm comes that way)."""
     try:
         from tilelang.env import CUDA_HOME
         candidate = Path(CUDA_HOME or "") / "bin" / name
@@ -106,7 +107,17 @@ def find_cuda_tool(name: str) -> str | None:
             return str(candidate)
     except Exception:
         pass
-    return shutil.which(name)
+    found = shutil.which(name)
+    if found:
+        return found
+    try:
+        import nvidia
+        for root in nvidia.__path__:
+            for candidate in sorted(Path(root).glob(f"cu*/bin/{name}")):
+                return str(candidate)
+    except ImportError:
+        pass
+    return None
 
 
 def parse_ptxas(log: str, kernel_name: str | None = None) -> dict[str, int]:
@@ -133,14 +144,26 @@ def parse_ptxas(log: str, kernel_name: str | None = None) -> dict[str, int]:
     return chosen
 
 
-def ptxas_resources(ptx_path: Path, arch: str) -> tuple[dict[str, int], str]:
+def ptxas_resources(ptx_path: Path, arch: str) -> tuple[dict[str, int], str, str]:
+    """ptxas's figures and log for the PTX, and the SASS it assembled (what the GPU runs; "" without nvdisasm)."""
     ptxas = find_cuda_tool("ptxas")
     if ptxas is None:
-        return {}, "ptxas not found: register and spill figures unavailable"
-    proc = subprocess.run([ptxas, f"-arch={arch}", "-v", str(ptx_path), "-o", os.devnull],
+        return {}, "ptxas not found: register and spill figures unavailable", ""
+    cubin = ptx_path.with_suffix(".sass.cubin")
+    proc = subprocess.run([ptxas, f"-arch={arch}", "-v", str(ptx_path), "-o", str(cubin)],
                           capture_output=True, text=True, timeout=120)
     log = proc.stdout + proc.stderr
-    return parse_ptxas(log), log
+    return parse_ptxas(log), log, disassemble(cubin) if proc.returncode == 0 else ""
+
+
+def disassemble(cubin: Path) -> str:
+    """The SASS of a cubin: the instructions as scheduled by ptxas, the last compiler stage (where it places a
+    wait, for one, shows only here)."""
+    nvdisasm = find_cuda_tool("nvdisasm")
+    if nvdisasm is None or not cubin.exists():
+        return ""
+    proc = subprocess.run([nvdisasm, "-c", str(cubin)], capture_output=True, text=True, timeout=120)
+    return proc.stdout if proc.returncode == 0 else ""
 
 
 # -- errors ---------------------------------------------------------------------------------------------------
@@ -272,7 +295,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
             ptx = jit._get_ptx()
             ptx_files = [Path(keep) / "kernel.ptx"]
             ptx_files[0].write_text(ptx)
-        figures, ptxas_log = ptxas_resources(ptx_files[0], arch)
+        figures, ptxas_log, sass = ptxas_resources(ptx_files[0], arch)
 
     cuda, line_map = split_line_directives(jit.get_kernel_source(), user_file, kernel.source)
     launch = launch_info(jit)
@@ -300,6 +323,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         "host": jit.get_host_source(),
         "ptx": ptx,
         "ptxas_log": ptxas_log.strip(),
+        "sass": sass,
         "resources": resources,
         "line_map": line_map,
         "compile_seconds": round(seconds, 3),

@@ -81,10 +81,43 @@ def test_flash_attention_with_three_consumer_warpgroups_verifies_on_a_ragged_seq
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_with_the_extra_last_step_verifies_on_a_ragged_sequence(causal, dim):
     # extra_step: the last tile's P V as one more pipelined step; the last key tile is ragged (1000 = 7 · 128 + 104)
-    tile = dict(block_M=192, threads=384, pingpong=True) if dim == 64 else {}
+    tile = dict(block_M=192, threads=384, pingpong=True, fence_wait=False, two_p=False, lazy_rescale=False) \
+        if dim == 64 else {}
     r = run("flash_attention", batch=2, heads=8, seq_len=1000, dim=dim, causal=causal, extra_step=True, **tile)
     assert r["ok"], r.get("error")
     assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+
+
+@pytest.mark.parametrize("options", [dict(two_p=True, extra_step=False), dict(two_p=False, lazy_rescale=False),
+                                     dict(fence_wait=False, lazy_rescale=False)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_verifies_with_the_dim_128_options_in_other_combinations(causal, options):
+    # two_p without the extra step ends on whichever P buffer the last tile used (odd or even n_tiles per block)
+    r = run("flash_attention", batch=2, heads=8, seq_len=1000, dim=128, causal=causal, **options)
+    assert r["ok"], r.get("error")
+    assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_lazy_rescale_stays_exact_when_the_max_keeps_rising(causal):
+    # Keys that grow tile by tile move every row's max by more than the lazy threshold again and again, so the
+    # rescale of O runs in some threads and not others; scores reach ±60 (exp(60) would overflow fp16 P without it).
+    import math
+    import torch
+    mod = catalogue.load("flash_attention").module
+    from playground import parallel
+    k = catalogue.load("flash_attention")
+    config = k.resolve(dict(batch=1, heads=2, seq_len=1000, dim=128, causal=causal))
+    jit = parallel.build_jit(k, config, None)
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q, key, v = (torch.randn(1, 1000, 2, 128, device="cuda", generator=g) for _ in range(3))
+    key *= torch.linspace(0.1, 12.0, 1000, device="cuda").view(1, 1000, 1, 1)  # the max rises along the keys
+    q, key, v = (t.half() for t in (q, key, v))
+    out = jit(q, key, v)
+    ref = mod.reference(q, key, v, causal)
+    assert (q.float() @ key.float()[0, :, 0].T / math.sqrt(128)).abs().max() > 40, "the scores reach large values"
+    err = ((out.float() - ref).norm() / ref.norm()).item()
+    assert err < 1e-2, err
 
 
 @pytest.mark.parametrize("preset", ["8×32×4096×128", "8×32×4096×128 causal", "4×32×8192×64", "4×32×8192×64 causal"])

@@ -201,7 +201,7 @@ def compile_only():
             with tempfile.TemporaryDirectory() as tmp:
                 ptx = Path(tmp) / "k.ptx"
                 ptx.write_text(kernel._get_ptx())
-                figures, _ = ptxas_resources(ptx, "sm_90a")
+                figures, _, _ = ptxas_resources(ptx, "sm_90a")
             smem = launch_info(kernel).get("dynamic_shared_bytes", 0) // 1024
             syncs = re.findall(r"__sync_thread_partial\((\d+), (\d+)\)", src)
             print(f"{shape} {name:28s} ok: {figures.get('registers')} registers, {figures.get('spill_stores')} spill "

@@ -190,7 +190,7 @@ def compile_only():
         with tempfile.TemporaryDirectory() as tmp:
             ptx = Path(tmp) / "k.ptx"
             ptx.write_text(kernel._get_ptx())
-            figures, _ = ptxas_resources(ptx, "sm_90a")
+            figures, _, _ = ptxas_resources(ptx, "sm_90a")
         smem = launch_info(kernel).get("dynamic_shared_bytes", 0) // 1024
         waits = re.findall(r"wait_wgmma<(\d)>", src)
         print(f"{name:32s} ok: {figures.get('registers')} registers, {figures.get('spill_stores')} spill stores, "
