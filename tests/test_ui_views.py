@@ -50,6 +50,23 @@ def test_highlighting_colours_tokens_and_numbers_lines():
     assert [int(n) for n in re.findall(r'<span class="pg-no">(\d+)</span>', html)] == list(range(1, 7))
 
 
+SASS = """.text.main_kernel:
+        /*0070*/               @!P1 BRA `(.L_x_1) ;
+        /*0080*/                   HGMMA.64x128x16.F32 R24, gdesc[UR16], RZ, !UPT ;
+        /*0090*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+"""
+
+
+def test_sass_listing_marks_opcodes_registers_and_predicates():
+    lines = token_lines(SASS, "sass")
+    assert len(lines) == 4
+    assert '<span class="k">HGMMA.64x128x16.F32</span>' in lines[2], "the opcode with its modifiers is one keyword"
+    assert '<span class="nv">R24</span>' in lines[2] and '<span class="nv">UR16</span>' in lines[2]
+    assert '<span class="kp">@!P1</span>' in lines[1] and '<span class="k">BRA</span>' in lines[1]
+    assert '<span class="cs">/*0090*/</span>' in lines[3]
+    assert [unescape(re.sub(r"<[^>]+>", "", line)) for line in lines] == SASS.splitlines(), "nothing lost"
+
+
 def test_token_lines_split_multiline_tokens():
     text = "/* a\nb */ int x;\nint y;"
     lines = token_lines(text, "cuda")

@@ -8,6 +8,11 @@ unless the new one is larger by more than 8 in log2 units (the exps then reach a
 max, so O / ℓ is unchanged), and a thread multiplies O only if one of its rows changed its max: after the first
 tiles, almost never.
 
+Ran (flash-attention-lazy-1.log) against the kernel as it was during that session (fence_wait="membar" is the
+shipped fence_wait=True; the heavy_first option it also had is gone, so those two variants no longer build).
+Result: "fix lazy" (fence, two_p, extra step, lazy rescale) 0.990 / 0.991 non-causal, 1.032 / 1.030 causal
+(fp16 / bf16); now the dim-128 defaults.
+
 On the device:  bash bench/tuning/run.sh flash_attention_lazy.py   (carry .device; prints a table)
 Here (no GPU):  python bench/tuning/flash_attention_lazy.py --compile-only
 """

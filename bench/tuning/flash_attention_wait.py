@@ -17,6 +17,11 @@ between issuing Q Kᵀ and P V, as FlashAttention-3 does (`early`; option since 
 for Q Kᵀ before P V (info C7517) and lost 5-7%; two_p alone, 3 stages, and ping-pong with them lost too;
 heavy_first gained 0.6% causal.
 
+Ran (flash-attention-wait-1.log) against the kernel as it was during that session, whose options then were
+fence_wait="membar" | "nanosleep", two_p, extra_step and heavy_first. The shipped kernel has fence_wait=True/False
+(the membar fence) and no heavy_first, so the nanosleep and heavy-first variants here no longer build as they ran
+(a string passed as fence_wait now means the membar fence); the script is kept as the record of what ran.
+
 On the device:  bash bench/tuning/run.sh flash_attention_wait.py   (carry .device; prints a table)
 Here (no GPU):  python bench/tuning/flash_attention_wait.py --compile-only
 """

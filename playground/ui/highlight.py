@@ -11,12 +11,43 @@ from typing import Iterable
 
 from pygments import lex
 from pygments.formatters import HtmlFormatter
+from pygments.lexer import RegexLexer, bygroups
 from pygments.lexers import CudaLexer, CppLexer, DiffLexer, PtxLexer, PythonLexer, TextLexer
-from pygments.token import STANDARD_TYPES, Token
+from pygments.token import Comment, Keyword, Name, Number, Punctuation, STANDARD_TYPES, Text, Token, Whitespace
 
 STYLE = "github-dark"  # the code panes are dark whatever the page's theme, as in most code viewers
+
+
+class SassLexer(RegexLexer):
+    """NVIDIA SASS as nvdisasm prints it (Pygments has none): the address comment, an optional predicate, the
+    opcode with its modifiers, then registers, constants and labels."""
+    name = "SASS"
+    tokens = {
+        "root": [
+            (r"\s+", Whitespace),
+            (r"/\*[0-9a-f]+\*/", Comment.Special),  # the instruction's address
+            (r"//.*?$", Comment.Single),
+            (r"(@!?U?P[0-9T])(\s+)", bygroups(Keyword.Pseudo, Whitespace)),  # predicate guard
+            (r"[A-Z][A-Z0-9_]*(\.[A-Za-z0-9_]+)*", Keyword, "operands"),
+            (r"\.[A-Za-z_][\w.]*", Name.Builtin),  # directives (.section, .align, ...)
+            (r"[^\s]+", Text),
+        ],
+        "operands": [
+            (r"\n", Whitespace, "#pop"),
+            (r";", Punctuation, "#pop"),
+            (r"[ \t]+", Whitespace),
+            (r"!?U?(R[0-9]+|RZ|P[0-9T]|PT|UR[0-9]+|URZ|UP[0-9T]|SR_[A-Z_.0-9]+|B[0-9]+)\b", Name.Variable),
+            (r"-?0x[0-9a-fA-F]+|-?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?", Number),
+            (r"`\(\.[\w]+\)|\.L_[\w]+", Name.Label),
+            (r"[\w.]+", Name),
+            (r"[\[\](),|~+\-`]", Punctuation),
+            (r".", Text),
+        ],
+    }
+
+
 LEXERS = {"cuda": CudaLexer, "cpp": CppLexer, "ptx": PtxLexer, "python": PythonLexer, "diff": DiffLexer,
-          "text": TextLexer}
+          "sass": SassLexer, "text": TextLexer}
 MAX_LINES = 20_000  # past this, a pane shows the head and says so: a browser chokes on megabytes of spans
 
 

@@ -71,7 +71,7 @@ class Page:
         with gr.Blocks(title="TileLang Playground") as demo:
             self.draft = gr.BrowserState(None, storage_key=DRAFT_KEY, secret=DRAFT_SECRET)
             self.history = gr.State([])
-            self.last = gr.State(None)        # what the CUDA panes show: cuda, line_map, ptx, host, source
+            self.last = gr.State(None)        # what the code panes show: cuda, line_map, ptx, sass, host, source
             self.tuned = gr.State(None)       # the last autotune result
             self.swept = gr.State(None)       # the last sweep result
             self.error_line = gr.Number(None, visible=False)
@@ -135,6 +135,8 @@ class Page:
                                                 elem_id="pg-cuda")
                         with gr.Tab("PTX", id="ptx"):
                             self.ptx = gr.HTML(code_html("", empty="Compile to see the PTX."), elem_id="pg-ptx")
+                        with gr.Tab("SASS", id="sass"):  # what ptxas made of the PTX: what the GPU runs
+                            self.sass = gr.HTML(code_html("", empty="Compile to see the SASS."), elem_id="pg-sass")
                         with gr.Tab("Host code", id="host"):
                             self.host = gr.HTML(code_html("", empty="Compile to see the host code."),
                                                 elem_id="pg-host")
@@ -223,14 +225,17 @@ class Page:
                                       label=f"Download {kernel}.py")}
 
     def panes(self, last: dict | None, selected: int | None = None) -> dict:
-        """The CUDA, PTX and host panes and the source-line picker for `last` (a compile-bearing result)."""
+        """The CUDA, PTX, SASS and host panes and the source-line picker for `last` (a compile-bearing result)."""
         if not last or not last.get("cuda"):
             return {self.cuda: code_html("", empty="Compile to see the generated CUDA."),
                     self.ptx: code_html("", empty="Compile to see the PTX."),
+                    self.sass: code_html("", empty="Compile to see the SASS."),
                     self.host: code_html("", empty="Compile to see the host code."),
                     self.src_line: gr.update(choices=[], value=None)}
         return {self.cuda: self.cuda_view(last, selected),
                 self.ptx: code_html(last.get("ptx") or "", "ptx", empty="No PTX in this result."),
+                self.sass: code_html(last.get("sass") or "", "sass",
+                                     empty="No SASS in this result (the server has no nvdisasm)."),
                 self.host: code_html(last.get("host") or "", "cpp", empty="No host code in this result."),
                 self.src_line: gr.update(choices=source_line_choices(last.get("source") or "",
                                                                      last.get("line_map")), value=selected)}
@@ -366,7 +371,7 @@ class Page:
         previous = data[self.last]
         if result.get("cuda"):
             last = {"cuda": result["cuda"], "line_map": result.get("line_map"), "ptx": result.get("ptx"),
-                    "host": result.get("host"), "source": source, "kernel": kernel,
+                    "sass": result.get("sass"), "host": result.get("host"), "source": source, "kernel": kernel,
                     "error_line": err.get("line")}
             selected = err.get("line") if err.get("line") in (result.get("line_map") or []) else None
             out.update(self.panes(last, selected))
@@ -448,7 +453,8 @@ class Page:
     def wire(self, demo: gr.Blocks) -> None:
         light = dict(concurrency_limit=None, show_progress="hidden")
         everything = {self.kernel, self.editor, self.preset, self.dtype, self.arch, self.status, self.last,
-                      self.resources, self.cu_dl, self.cuda, self.ptx, self.host, self.src_line, self.error_box,
+                      self.resources, self.cu_dl, self.cuda, self.ptx, self.sass, self.host, self.src_line,
+                      self.error_box,
                       self.log_acc, self.log, self.error_line, self.draft, self.share, self.py_dl, *self.p_slots,
                       *self.t_slots, self.verify, self.speed, self.speed_plot}
         demo.load(self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
@@ -469,7 +475,7 @@ class Page:
                          show_progress_on=[self.status], api_visibility="private")
         common = {self.status, self.error_box, self.log_acc, self.log, self.error_line, self.draft, self.share,
                   self.py_dl}
-        compiled = {self.cuda, self.ptx, self.host, self.src_line, self.last, self.resources, self.cu_dl,
+        compiled = {self.cuda, self.ptx, self.sass, self.host, self.src_line, self.last, self.resources, self.cu_dl,
                     self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b}
         inputs = self.setup | {self.last, self.history}
         self.compile_btn.click(self.on_compile, inputs, common | compiled, **engine_kw).then(
