@@ -17,8 +17,11 @@ Softmax reads each element once and writes it once, so like vector_add it is bou
 - Better at N = 32768 (Hopper): split each row over a cluster of `cluster` CTAs (`softmax_cluster`, below). Each
   CTA holds its part of the row in registers (64 values a thread at cluster = 2), so three CTAs share an SM and hide
   each other's reductions as the one-row blocks do at N = 4096. The CTAs of a cluster can write into each other's
-  shared memory: each sends its partial max, then its partial sum, to every CTA of the cluster. 0.895 of the
-  same-size copy's bandwidth on the H200, against 0.87 for 4 rows a block; the config PRESETS ships for that size.
+  shared memory: each sends its partial max, then its partial sum, to every CTA of the cluster, as an asynchronous
+  copy that lands on the receiver's mbarrier. 0.96 of the same-size copy's bandwidth on the H200, against 0.87 for
+  4 rows a block; the config PRESETS ships for that size. (Exchanged through a cluster barrier instead, it was
+  0.89: ptxas puts a GPU-wide memory fence in front of every warp's `barrier.cluster.arrive`, and a CTA's
+  lifetime, which the barriers sit in, is what limits a kernel with three CTAs an SM.)
 - Why not TMA here, as in the GEMM: TileLang turns a pipelined copy into TMA loads issued by a producer warpgroup,
   and for this loop that version gave wrong rows now and then on the H200 (1 to 3 rows of 16384, different ones
   each launch on the same input: a race), while the cp.async pipeline is exact and as fast (0.89 of copy bandwidth
@@ -93,7 +96,9 @@ def softmax_cluster(M, N, dtype, cluster, threads):
     def exchange(value, mine, slots, arrived, which, rank):
         # My partial into slot `rank` of every CTA of the cluster (mine too), by one thread: 16 bytes, the least a
         # bulk copy moves. Each copy arrives on the receiver's mbarrier `arrived[which]` with its bytes; that
-        # barrier completes once all `cluster` partials have landed there.
+        # barrier completes once all `cluster` partials have landed there. (TileLang warns here that a sync
+        # hoisted out of `tx == 0` leaves a race: it sees the copies of the loop write the same `slots` address,
+        # not that each goes to a different CTA. The outputs are exact and repeat bit for bit.)
         T.copy(value, mine[which, 0:1])
         if T.get_thread_binding() == 0:
             for p in T.serial(cluster):
