@@ -19,7 +19,6 @@ Here (no GPU):  python bench/tuning/flash_attention_lazy.py --compile-only
 import os
 import sys
 
-import tilelang
 
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "kernels"))
@@ -36,25 +35,8 @@ VARIANTS_FOR = {
 }
 SHAPES = [(8, 32, 4096, 128, "float16"), (8, 32, 4096, 128, "bfloat16"), (4, 32, 8192, 64, "float16")]
 CHECK = {128: (2, 4, 1000, 128), 64: (2, 4, 1000, 64)}  # ragged: a partial query block and a partial key tile
-TARGET = {"kind": "cuda", "arch": "sm_90a"}
-
-
-def build(b, h, s, d, causal, dtype, name):
-    from flash_attention import flash_attention
-    return tilelang.compile(flash_attention(b, h, s, d, causal, dtype, **VARIANTS_FOR[d][name]), out_idx=[3],
-                            target=TARGET)
-
-
-def compile_only():
-    from harness import build_each, flash_attention_jobs
-    build_each(build, [job for job in flash_attention_jobs(SHAPES, VARIANTS_FOR, CHECK)
-                       if job[0] == CHECK[job[3]][0] and job[5] == "float16"])  # the ragged sizes
-
-
-def on_gpu():
-    from harness import compare_flash_attention_variants
-    compare_flash_attention_variants(build, VARIANTS_FOR, SHAPES, CHECK)
 
 
 if __name__ == "__main__":
-    compile_only() if "--compile-only" in sys.argv else on_gpu()
+    from harness import flash_attention_script
+    flash_attention_script(VARIANTS_FOR, SHAPES, CHECK)

@@ -5,6 +5,13 @@ three relaunches on the same input give the same bits (a race shows as outputs t
 the softmax's TMA loads once did). Times come from the engine's own timer, all of a shape's functions interleaved,
 so a ratio compares two functions measured under the same clocks.
 """
+import functools
+import importlib
+import sys
+
+SM90A = {"kind": "cuda", "arch": "sm_90a"}
+
+
 def build_each(build, jobs):
     """--compile-only: build every job here (no GPU), one line each, the error's last line where one fails."""
     for job in jobs:
@@ -155,3 +162,40 @@ def compare_softmax_variants(build, names, shapes, checks):
                      for name, ms in times.items()]
     print_table([("shape", 20, ""), ("variant", 36, ""), ("ms", 8, ".4f"), ("of same-size copy", 17, ".3f"),
                  ("of 1 GiB copy", 13, ".3f")], rows)
+
+
+def build_flash_attention_variant(variants_for, b, h, s, d, causal, dtype, name):
+    """The shipped kernel with a variant's options (variants_for[dim][name])."""
+    import tilelang
+    from flash_attention import flash_attention
+    return tilelang.compile(flash_attention(b, h, s, d, causal, dtype, **variants_for[d][name]), out_idx=[3],
+                            target=SM90A)
+
+
+def flash_attention_script(variants_for, shapes, check):
+    """The whole of a script whose variants are options of kernels/flash_attention.py: with --compile-only, build
+    the ragged fp16 jobs here (no GPU); else verify and time them all on the GPU."""
+    build = functools.partial(build_flash_attention_variant, variants_for)
+    if "--compile-only" in sys.argv:
+        build_each(build, [job for job in flash_attention_jobs(shapes, variants_for, check)
+                           if job[0] == check[job[3]][0] and job[5] == "float16"])
+    else:
+        compare_flash_attention_variants(build, variants_for, shapes, check)
+
+
+def build_softmax_variant(variants, local, M, N, dtype, name):
+    """variants[name] = (module, parameters): `module` names one of the script's own factories (in `local`) or a
+    module of kernels/ whose `softmax` to build."""
+    import tilelang
+    module, params = variants[name]
+    kernel = local[module] if module in local else importlib.import_module(module).softmax
+    return tilelang.compile(kernel(M, N, dtype, **params), out_idx=[1], target=SM90A)
+
+
+def softmax_script(variants, local, shapes, checks):
+    """The whole of a softmax tuning script: with --compile-only, build every job here; else verify and time."""
+    build = functools.partial(build_softmax_variant, variants, local)
+    if "--compile-only" in sys.argv:
+        build_each(build, [(M, N, dtype, name) for M, N, dtype in checks + shapes for name in variants])
+    else:
+        compare_softmax_variants(build, list(variants), shapes, checks)

@@ -23,7 +23,6 @@ Here (no GPU):  python bench/tuning/softmax_barriers.py --compile-only
 import os
 import sys
 
-import tilelang
 
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "kernels"))
@@ -45,7 +44,6 @@ VARIANTS = {  # name: (module, parameters); "local" is softmax_cluster_v below
 }
 SHAPES = [(4096, 32768, "float16"), (4096, 32768, "bfloat16")]
 CHECKS = [(100, 32768, "float16"), (333, 3000, "float16"), (7, 32768, "float32")]  # ragged, and fp32
-TARGET = {"kind": "cuda", "arch": "sm_90a"}
 
 
 def softmax_cluster_v(M, N, dtype="float16", cluster=2, threads=256, fast=False, one_writer=False, relaxed=False):
@@ -168,27 +166,6 @@ def softmax_cluster_bulk(M, N, dtype="float16", cluster=2, threads=256, fast=Fal
     return main
 
 
-def build(M, N, dtype, name):
-    import importlib
-    module, params = VARIANTS[name]
-    kernel = {"local": softmax_cluster_v, "bulk": softmax_cluster_bulk}.get(module) \
-        or importlib.import_module(module).softmax
-    return tilelang.compile(kernel(M, N, dtype, **params), out_idx=[1], target=TARGET)
-
-
-def jobs():
-    return [(M, N, dtype, name) for M, N, dtype in CHECKS + SHAPES for name in VARIANTS]
-
-
-def compile_only():
-    from harness import build_each
-    build_each(build, jobs())
-
-
-def on_gpu():
-    from harness import compare_softmax_variants
-    compare_softmax_variants(build, list(VARIANTS), SHAPES, CHECKS)
-
-
 if __name__ == "__main__":
-    compile_only() if "--compile-only" in sys.argv else on_gpu()
+    from harness import softmax_script
+    softmax_script(VARIANTS, {"local": softmax_cluster_v, "bulk": softmax_cluster_bulk}, SHAPES, CHECKS)
