@@ -333,8 +333,11 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
     return Built(jit, result)
 
 
+RESULT_FORMAT = 2  # raised when a compile result gains a field (2: "sass"), so stored results without it are not served
+
+
 def compile_key(kernel: Kernel, config: Config, arch: str) -> str:
-    return cache.key("compile", kernel.name, kernel.source, config.to_json(), arch, tilelang_version())
+    return cache.key("compile", kernel.name, kernel.source, config.to_json(), arch, tilelang_version(), RESULT_FORMAT)
 
 
 def compile_kernel(kernel: Kernel, config: Config, arch: str | None = None) -> dict:
