@@ -38,7 +38,7 @@ from 0.98× to 1.03×:
 - `fence_wait`: a `__threadfence_block()` just before the wait. ptxas moves no instruction across it, so the wait
   stays after the exps (the consumer threads have no stores pending, so the fence itself is cheap).
 - `two_p`: P(k) is rounded into a second buffer while P V still reads P(k-1), so the rounding is done under P V too.
-- `lazy_rescale` (as FlashAttention-4 does): a row keeps its old max unless the new one is larger by 8 or more
+- `lazy_rescale` (as FlashAttention-4 does): a row keeps its old max unless the new one is larger by more than 8
   in log2 units, so the exps reach at most 2^8 and O and ℓ, which share the max, give the same O / ℓ; a thread
   rescales O only when one of its rows took a new max, which after the first tiles is rare.
 The head-dim-64 presets turn them off (two_p needs registers three warpgroups do not have).
@@ -87,7 +87,7 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
         # m_prev - m is never -inf - (-inf).
         T.copy(m, m_prev)
         T.reduce_max(S, m, dim=1, clear=False)  # the max over this tile and all before it
-        if lazy_rescale:  # keep the old max unless the new one is larger by 8 or more in log2 units
+        if lazy_rescale:  # keep the old max unless the new one is larger by more than 8 in log2 units
             for i in T.Parallel(block_M):
                 m[i] = T.if_then_else((m[i] - m_prev[i]) * scale > 8.0, m[i], m_prev[i])
         for i in T.Parallel(block_M):
