@@ -156,6 +156,32 @@ def ptxas_resources(ptx_path: Path, arch: str) -> tuple[dict[str, int], str, str
     return parse_ptxas(log), log, disassemble(cubin) if proc.returncode == 0 else ""
 
 
+# The instruction mix of the SASS, in the classes a student looks for (by opcode, modifiers dropped).
+SASS_CLASSES = {
+    "tensor core": {"HGMMA", "HMMA", "IMMA", "QGMMA"},
+    "MUFU (exp, rcp)": {"MUFU"},
+    "FP32 math": {"FFMA", "FADD", "FMUL", "FMNMX", "FSETP"},
+    "TMA and bulk copies": {"UTMALDG", "UTMASTG", "UTMAPF", "UTMAREDG", "UBLKCP"},
+    "global memory": {"LDG", "STG", "RED", "ATOMG"},
+    "shared memory": {"LDS", "STS", "LDSM", "STSM"},
+    "local memory (spills)": {"LDL", "STL"},
+    "barriers and waits": {"BAR", "SYNCS", "WARPGROUP", "MEMBAR", "UCGABAR_ARV", "UCGABAR_WAIT", "DEPBAR"},
+}
+_SASS_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z][A-Z0-9_]*)")
+
+
+def sass_mix(sass: str) -> dict[str, int]:
+    """How many instructions the SASS has in all ("instructions") and in each of SASS_CLASSES (static counts: an
+    instruction in a loop counts once)."""
+    counts = {"instructions": 0, **{name: 0 for name in SASS_CLASSES}}
+    for m in _SASS_OPCODE.finditer(sass):
+        counts["instructions"] += 1
+        for name, opcodes in SASS_CLASSES.items():
+            if m.group(1) in opcodes:
+                counts[name] += 1
+    return counts if counts["instructions"] else {}
+
+
 def disassemble(cubin: Path) -> str:
     """The SASS of a cubin: the instructions as scheduled by ptxas, the last compiler stage (where it places a
     wait, for one, shows only here)."""
@@ -309,6 +335,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         "spill_stores": figures.get("spill_stores"),
         "spill_loads": figures.get("spill_loads"),
         "stack_bytes": figures.get("stack_bytes"),
+        "sass_mix": sass_mix(sass),
         "threads": (launch["block"][0] * launch["block"][1] * launch["block"][2]) if "block" in launch else None,
         **launch,
     }
@@ -333,7 +360,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
     return Built(jit, result)
 
 
-RESULT_FORMAT = 2  # raised when a compile result gains a field (2: "sass"), so stored results without it are not served
+RESULT_FORMAT = 3  # raised when a compile result gains a field (2: "sass", 3: resources.sass_mix): older ones are not served
 
 
 def compile_key(kernel: Kernel, config: Config, arch: str) -> str:

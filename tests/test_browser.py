@@ -125,6 +125,14 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
         assert label in resources, resources
     # 3 stages of 128 × 64 A and 64 × 128 B tiles and one 128 × 128 C tile, in fp16: block_N reached the engine
     assert "128 KiB dynamic" in resources, resources
+    assert "SASS" in resources and "tensor core" in resources, resources  # the instruction mix
+
+    # The SASS tab: what ptxas made of it, highlighted (opcodes as keywords)
+    page.get_by_role("tab", name="SASS").click()
+    page.wait_for_selector("#pg-sass .pg-line")
+    assert "HGMMA" in page.inner_text("#pg-sass")
+    assert page.locator("#pg-sass .pg-code span.k").count() > 100
+    page.get_by_role("tab", name="CUDA").click()
 
     # Mark the CUDA of one source line through the picker.
     page.locator("#pg-srcline input").click()

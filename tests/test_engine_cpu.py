@@ -93,6 +93,8 @@ def test_tensor_core_kernels_use_wgmma_and_tma_on_hopper(name):
     assert "wgmma.mma_async" in r["ptx"], "Hopper tensor cores are driven by wgmma"
     assert "cp.async.bulk.tensor" in r["ptx"], "tiles arrive by TMA"
     assert "HGMMA" in r["sass"] and "UTMALDG" in r["sass"], "the SASS ptxas assembled is in the result"
+    mix = r["resources"]["sass_mix"]
+    assert mix["tensor core"] > 0 and mix["TMA and bulk copies"] > 0 and mix["local memory (spills)"] == 0
 
 
 def test_flash_attention_runs_the_softmax_while_the_tensor_cores_do_p_v():

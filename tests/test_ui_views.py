@@ -148,6 +148,17 @@ def test_resources_table():
     assert "Compile" in views.resources_html(None)
 
 
+def test_sass_instruction_mix_counts_each_class_and_shows_in_the_resources():
+    from playground.compile import sass_mix
+    mix = sass_mix(SASS + "        /*00a0*/                   MUFU.EX2 R24, R24 ;\n"
+                          "        /*00b0*/                   FFMA.FTZ R2, R2, R3, R4 ;\n")
+    assert mix["instructions"] == 5 and mix["tensor core"] == 1 and mix["MUFU (exp, rcp)"] == 1
+    assert mix["barriers and waits"] == 1 and mix["FP32 math"] == 1 and mix["local memory (spills)"] == 0
+    assert sass_mix("no instructions here") == {}
+    html = views.resources_html({"resources": {"registers": 40, "sass_mix": mix}})
+    assert "SASS" in html and "1 tensor core" in html and "MUFU (exp, rcp) 1" in html
+
+
 def test_verification_table_pass_and_fail():
     good = views.verification_html(SAMPLES["run_gemm"])
     assert good.count("✓ pass") == 3 and "3 of 3 shapes pass" in good

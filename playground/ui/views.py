@@ -99,9 +99,16 @@ def resources_html(result: dict | None) -> str:
     ]
     if r.get("stack_bytes"):
         cells.append(("Stack frame", esc(fmt_bytes(r["stack_bytes"])), "warn"))
+    mix = dict(r.get("sass_mix") or {})
+    total = mix.pop("instructions", None)
+    if total:
+        shown = [f"{n} {name}" for name, n in mix.items() if n and name != "FP32 math"][:3]
+        cells.append(("SASS", esc(total) + (f"<small>{esc(' · '.join(shown))}</small>" if shown else ""), ""))
     titles = {"Registers": "registers per thread (ptxas); 255 is the most a thread can have",
               "Shared memory": "shared memory per block", "Spills": "bytes spilled to local memory (slow)",
-              "Threads": "threads per block", "Grid": "blocks launched", "Block": "block shape"}
+              "Threads": "threads per block", "Grid": "blocks launched", "Block": "block shape",
+              "SASS": "machine instructions in the kernel (each counted once, loops or not): "
+                      + ", ".join(f"{name} {n}" for name, n in mix.items())}
     items = "".join(f'<div class="pg-stat {c}" title="{esc(titles.get(k, k))}"><span class="k">{k}</span>'
                     f'<span class="v">{v}</span></div>' for k, v, c in cells)
     meta = []
