@@ -277,8 +277,8 @@ OPTIONS = {"overlap": [True, False], "pingpong": [False, True], "extra_step": [T
            "fence_wait": [True, False], "two_p": [True, False], "lazy_rescale": [True, False]}
 
 # What the head-dim-64 presets change: three consumer warpgroups taking turns; their 160 registers a thread leave
-# no room for a second P (two_p spills), and there the fence and the lazy rescale measured no better (flash-
-# attention-lazy-1.log).
+# no room for a second P (two_p spills); the fence lost 3-4% there, the lazy rescale 4% (and +1% causal, within the
+# spread: bench/tuning/flash-attention-{wait,lazy}-1.log).
 _DIM64 = dict(block_M=192, threads=384, pingpong=True, fence_wait=False, two_p=False, lazy_rescale=False)
 
 PRESETS = {
