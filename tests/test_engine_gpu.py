@@ -101,11 +101,12 @@ def test_flash_attention_verifies_with_the_dim_128_options_in_other_combinations
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_lazy_rescale_stays_exact_when_the_max_keeps_rising(causal):
     # Keys that grow tile by tile move every row's max by more than the lazy threshold again and again, so the
-    # rescale of O runs in some threads and not others; scores reach ±60 (exp(60) would overflow fp16 P without it).
+    # rescale of O runs in some threads and not others; scores reach about ±52 (exp(52) would overflow fp16 P
+    # without the max subtracted).
     import math
     import torch
-    mod = catalogue.load("flash_attention").module
     from playground import parallel
+    from playground.verify import compare
     k = catalogue.load("flash_attention")
     config = k.resolve(dict(batch=1, heads=2, seq_len=1000, dim=128, causal=causal))
     jit = parallel.build_jit(k, config, None)
@@ -115,10 +116,10 @@ def test_flash_attention_lazy_rescale_stays_exact_when_the_max_keeps_rising(caus
     q, key, v = (t.half() for t in (q, key, v))
     out = torch.empty_like(q)
     jit(q, key, v, out)
-    ref = mod.reference(q, key, v, causal)
+    ref = k.module.reference(q, key, v, causal)
     assert (q.float() @ key.float()[0, :, 0].T / math.sqrt(128)).abs().max() > 40, "the scores reach large values"
-    err = ((out.float() - ref).norm() / ref.norm()).item()
-    assert err < 1e-2, err
+    err = compare(out, ref, "float16")["rel_error"]  # the relative Frobenius error verification uses
+    assert err is not None and err < 1e-2, err
 
 
 @pytest.mark.parametrize("preset", ["8×32×4096×128", "8×32×4096×128 causal", "4×32×8192×64", "4×32×8192×64 causal"])
