@@ -43,6 +43,15 @@ from 0.98× to 1.03×:
   rescales O only when one of its rows took a new max, which after the first tiles is rare.
 The head-dim-64 presets turn them off (two_p needs registers three warpgroups do not have).
 
+Persistent (`persistent=True`, the default of the non-causal head-dim-128 presets): with the grid above, each query
+block pays for its launch, its Q load, a first S with nothing to overlap and its O store while the tensor cores
+idle: measured, 1.79-1.83 µs per key tile but 3.1-4.5 µs fixed per query block (SDPA: 1.85-1.89 and 0.5-1.9), so
+0.99× SDPA at 4096 tokens. The persistent schedule, written out by hand like kernels/gemm.py's, launches one block per SM that walks
+query blocks in turn: its producer warpgroup loads the next Q and K while the consumers finish this block, and the
+O store runs under the next block's work. Fixed cost 1.7 µs, 1.02× SDPA (fp16 and bf16). Causal stays on the grid:
+its query blocks differ in length, and a fixed share of them per SM left SMs idle at the end (0.95×), where the
+GPU's own block scheduler hands out the next block to whichever SM is free (1.03×).
+
 Layout (batch, seq_len, heads, dim), "bshd": what a fused QKV projection produces without a transpose, and the
 layout FlashAttention itself uses; SDPA takes (batch, heads, seq_len, dim), so its baseline gets transposed views.
 The softmax scale 1/√dim is folded with log2(e) into one multiply, so the exponential is the native exp2.
@@ -61,7 +70,10 @@ import tilelang.language as T
 
 def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtype="float16",
                     block_M=128, block_N=128, num_stages=2, threads=256, overlap=True, pingpong=False,
-                    extra_step=True, fence_wait=True, two_p=True, lazy_rescale=True):
+                    extra_step=True, fence_wait=True, two_p=True, lazy_rescale=True, persistent=False,
+                    num_sms=132):
+    """`threads`: the consumer threads (two warpgroups at the default); a 128-thread producer warpgroup comes on top.
+    `num_sms`: blocks of the persistent schedule, one per SM (132 on an H100 SXM or H200)."""
     accum_dtype = "float32"
     TURN = 8  # first named barrier of the ping-pong ring (TileLang itself uses the low ids)
     scale = (1.0 / math.sqrt(dim)) * 1.4426950408889634  # 1/√dim and log2(e): exp(x/√d) = exp2(x * scale)
@@ -119,7 +131,8 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
         # TileLang hands a stage's buffers back to the producer right after the statement that last reads them.
         # The wgmma above reads K_shared asynchronously, so its last read is made here, past the wait: else the
         # next TMA load could overwrite K while the tensor cores still read it.
-        touch[0] = K_shared[0, 0]
+        if touch is not None:
+            touch[0] = K_shared[0, 0]
         mask(S, bx, k)
         online_softmax(S, m, m_prev, rescale, row_sum, l)  # while P V runs
         if two_p:  # P(k) into the other buffer while P V still reads P(k-1)
@@ -127,7 +140,8 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
         if fence_wait:  # ptxas moves no instruction across a fence: the wait below stays after the exps
             T.call_extern("handle", "__threadfence_block")
         T.wait_wgmma(0)  # P V is done: O and P may change now
-        touch[0] = V_shared[0, 0]  # V's last read, past the wait (as for K above)
+        if touch is not None:
+            touch[0] = V_shared[0, 0]  # V's last read, past the wait (as for K above)
         if lazy_rescale:  # O = O * exp(m_prev - m) only in threads where a row's max moved: rarely, after a while
             changed = T.alloc_local((1,), "int32")
             changed[0] = 0
@@ -148,8 +162,18 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
         T.wgmma_gemm(P, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
         next_turn(wg, groups, k, steps)
         T.wait_wgmma(0)
-        touch[0] = K_shared[0, 0]
-        touch[0] = V_shared[0, 0]
+        if touch is not None:
+            touch[0] = K_shared[0, 0]
+            touch[0] = V_shared[0, 0]
+
+    @T.macro
+    def step_s_only(Q_shared, K_shared, S, P_next, m, m_prev, rescale, row_sum, l, bx, k):
+        # The first step of a tile in the persistent schedule: S(0) alone (O is zero, there is no P V to issue).
+        T.wgmma_gemm(Q_shared, K_shared, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+        T.wait_wgmma(0)
+        mask(S, bx, k)
+        online_softmax(S, m, m_prev, rescale, row_sum, l)
+        T.copy(S, P_next)
 
     @T.macro
     def step(Q_shared, K_shared, V_shared, S, P, P_next, acc_o, touch, m, m_prev, rescale, row_sum, l, bx, k, wg,
@@ -163,6 +187,128 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
         else:
             step_s_and_pv(Q_shared, K_shared, V_shared, S, P, P_next, acc_o, touch, m, m_prev, rescale, row_sum, l,
                           bx, k, wg, groups, steps)
+
+    # ---- The persistent schedule (persistent=True): one block per SM walks many query blocks -------------------
+    # Written out by hand, like kernels/gemm.py's warp-specialized GEMM: a producer warpgroup issues the TMA loads
+    # (Q once per query block, then K(k) and V(k-1) into a ring of num_stages buffers guarded by full/empty
+    # mbarriers) and runs on into the next query block while the consumers finish this one; the O store is left
+    # in flight under the next block's work. What that hides: a block of the grid schedule spends about 3 µs
+    # (of 61 at 4096 tokens) on launch, its Q load, its first S alone and its O store, all with the tensor cores
+    # idle (bench/tuning/flash-attention-block-cost.log). Here the first step of a query block issues S(0) alone
+    # (no P V of zeros), the last one the last P V alone.
+    q_blocks = -(-seq_len // block_M)
+    num_tiles = q_blocks * heads * batch
+    rounds = -(-num_tiles // num_sms)  # query blocks per block of the grid, at most
+
+    @T.macro
+    def tile_of(t, tile):
+        # Consecutive t are the query blocks of one head: the 132 in flight at once read the keys and values of a
+        # few heads, which stay in L2. Causal: each head's longest (last) query blocks first.
+        tile[0] = (q_blocks - 1 - t % q_blocks) if causal else t % q_blocks  # bx: query block
+        tile[1] = t // q_blocks % heads  # by: head
+        tile[2] = t // (q_blocks * heads)  # bz: batch
+
+    @T.macro
+    def persistent_step(Q_shared, K_shared, V_shared, S, P, P_next, acc_o, m, m_prev, rescale, row_sum, l, bx, k,
+                        n_tiles):
+        if k == 0:
+            step_s_only(Q_shared, K_shared, S, P_next, m, m_prev, rescale, row_sum, l, bx, k)
+        else:
+            if k < n_tiles:
+                step_s_and_pv(Q_shared, K_shared, V_shared, S, P, P_next, acc_o, None, m, m_prev, rescale, row_sum,
+                              l, bx, k, 0, 1, 0)
+            else:
+                step_pv_only(K_shared, V_shared, P, acc_o, None, k, 0, 1, 0)
+
+    @T.prim_func
+    def main_persistent(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+                        Output: T.Tensor(shape, dtype)):
+        with T.Kernel(num_sms, threads=threads + 128) as block:
+            T.annotate_pass_configs({"tl.enable_fast_math": True})
+            Q_shared = T.alloc_shared((block_M, dim), dtype)
+            K_shared = T.alloc_shared((num_stages, block_N, dim), dtype)
+            V_shared = T.alloc_shared((num_stages, block_N, dim), dtype)
+            O_shared = T.alloc_shared((block_M, dim), dtype)  # its own: the store runs under the next block
+            S = T.alloc_fragment((block_M, block_N), accum_dtype)
+            P = T.alloc_fragment((block_M, block_N), dtype)  # P(k) at even k
+            P_odd = T.alloc_fragment((block_M, block_N), dtype)  # P(k) at odd k (two_p)
+            acc_o = T.alloc_fragment((block_M, dim), accum_dtype)
+            m = T.alloc_fragment((block_M,), accum_dtype)
+            m_prev = T.alloc_fragment((block_M,), accum_dtype)
+            rescale = T.alloc_fragment((block_M,), accum_dtype)
+            row_sum = T.alloc_fragment((block_M,), accum_dtype)
+            l = T.alloc_fragment((block_M,), accum_dtype)
+            # `full`: the stage's K and V have arrived (the TMA unit counts their bytes in); `empty`: the consumers
+            # are done with it. q_full / q_empty do the same for Q, once per query block.
+            full = T.alloc_barrier([128] * num_stages)
+            empty = T.alloc_barrier([threads] * num_stages)
+            q_full = T.alloc_barrier([128])
+            q_empty = T.alloc_barrier([threads])
+            tile = T.alloc_local((3,), "int32")
+            step = T.alloc_local((1,), "int32")  # steps this block has run over all its query blocks
+            step[0] = 0
+            tx = T.get_thread_binding()
+
+            if tx >= threads:  # the producer warpgroup
+                T.set_max_nreg(24, 0)
+                for i in T.serial(rounds):
+                    if block + i * num_sms < num_tiles:
+                        tile_of(block + i * num_sms, tile)
+                        n_tiles = (T.min(T.ceildiv(seq_len, block_N), T.ceildiv((tile[0] + 1) * block_M, block_N))
+                                   if causal else T.ceildiv(seq_len, block_N))
+                        # Q of this query block, once the consumers' last S of the one before is done
+                        T.mbarrier_wait_parity(q_empty[0], (i & 1) ^ 1)
+                        T.tma_copy(Q[tile[2], tile[0] * block_M:(tile[0] + 1) * block_M, tile[1], :], Q_shared,
+                                   barrier=q_full[0])
+                        T.mbarrier_arrive(q_full[0])
+                        for k in T.serial(n_tiles + 1):  # step k: K(k) (none at the last) and V(k-1) (none at 0)
+                            st = step[0] % num_stages
+                            T.mbarrier_wait_parity(empty[st], ((step[0] // num_stages) & 1) ^ 1)
+                            if k < n_tiles:  # keys past seq_len arrive as zeros
+                                T.tma_copy(K[tile[2], k * block_N:(k + 1) * block_N, tile[1], :], K_shared[st, :, :],
+                                           barrier=full[st])
+                            if k > 0:
+                                T.tma_copy(V[tile[2], (k - 1) * block_N:k * block_N, tile[1], :],
+                                           V_shared[st, :, :], barrier=full[st])
+                            T.mbarrier_arrive(full[st])
+                            step[0] += 1
+            else:  # the consumer warpgroups
+                T.set_max_nreg(240 if threads <= 256 else 160, 1)  # what the register file holds: 64K a SM
+                T.fill(P_odd, 0)  # never read before written (P_odd is P(k) at odd k), but TileLang cannot tell
+                for i in T.serial(rounds):
+                    if block + i * num_sms < num_tiles:
+                        tile_of(block + i * num_sms, tile)
+                        n_tiles = (T.min(T.ceildiv(seq_len, block_N), T.ceildiv((tile[0] + 1) * block_M, block_N))
+                                   if causal else T.ceildiv(seq_len, block_N))
+                        T.fill(acc_o, 0)
+                        T.fill(l, 0)
+                        T.fill(m, -T.infinity(accum_dtype))
+                        T.mbarrier_wait_parity(q_full[0], i & 1)
+                        for k in T.serial(n_tiles + 1):
+                            st = step[0] % num_stages
+                            T.mbarrier_wait_parity(full[st], (step[0] // num_stages) & 1)
+                            if k % 2 == 0 or not two_p:  # P(k) into P at even k, P_odd at odd k (two_p)
+                                persistent_step(Q_shared, K_shared[st, :, :], V_shared[st, :, :], S, P_odd, P, acc_o,
+                                                m, m_prev, rescale, row_sum, l, tile[0], k, n_tiles)
+                            else:
+                                persistent_step(Q_shared, K_shared[st, :, :], V_shared[st, :, :], S, P, P_odd, acc_o,
+                                                m, m_prev, rescale, row_sum, l, tile[0], k, n_tiles)
+                            T.mbarrier_arrive(empty[st])  # every wgmma of this step has finished
+                            if k == n_tiles - 1:
+                                T.mbarrier_arrive(q_empty[0])  # the last S is done: the producer may load the next Q
+                            step[0] += 1
+                        for i2, j in T.Parallel(block_M, dim):
+                            acc_o[i2, j] /= l[i2]
+                        T.tma_store_wait()  # the previous query block's store has finished reading O_shared
+                        T.sync_threads(1, threads)  # (named barrier 1: the consumers only)
+                        T.copy(acc_o, O_shared)
+                        T.sync_threads(1, threads)
+                        # One TMA store, not waited for; rows past a ragged seq_len are not written.
+                        T.tma_copy(O_shared, Output[tile[2], tile[0] * block_M:(tile[0] + 1) * block_M, tile[1], :])
+                T.tma_store_wait()
+
+    if persistent and overlap and not pingpong:  # (with either of those, the grid schedule below runs)
+        return main_persistent
 
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
@@ -272,9 +418,12 @@ SPACE = {
 }
 
 # overlap=False is the plain loop, for comparison, and for GPUs before Hopper (T.wgmma_gemm needs sm_90a).
-# The others apply to the overlapped loop (the module docstring says what each does and what it measured).
+# The others apply to the overlapped loop (the module docstring says what each does and what it measured);
+# persistent=True has its own pipeline, with the extra step built in; it runs the overlapped loop without
+# ping-pong, so overlap=False or pingpong=True run on the grid (flip one of them on a persistent preset to compare).
 OPTIONS = {"overlap": [True, False], "pingpong": [False, True], "extra_step": [True, False],
-           "fence_wait": [True, False], "two_p": [True, False], "lazy_rescale": [True, False]}
+           "fence_wait": [True, False], "two_p": [True, False], "lazy_rescale": [True, False],
+           "persistent": [False, True]}
 
 # What the head-dim-64 presets change: three consumer warpgroups taking turns; their 160 registers a thread leave
 # no room for a second P (two_p spills); the fence lost 3-4% there, the lazy rescale 4% (and +1% causal, within the
@@ -282,12 +431,13 @@ OPTIONS = {"overlap": [True, False], "pingpong": [False, True], "extra_step": [T
 _DIM64 = dict(block_M=192, threads=384, pingpong=True, fence_wait=False, two_p=False, lazy_rescale=False)
 
 PRESETS = {
-    "8×32×4096×128": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=False),
+    # tuned: non-causal query blocks are all the same length, so one block per SM can walk them in a fixed order
+    "8×32×4096×128": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=False, persistent=True),
     "8×32×4096×128 causal": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=True),
     # tuned: at head dim 64 the exps outweigh the GEMMs; three consumer warpgroups taking turns hide them best
     "4×32×8192×64": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=False, **_DIM64),
     "4×32×8192×64 causal": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=True, **_DIM64),
-    "2×8×1000×128 (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=False),
+    "2×8×1000×128 (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=False, persistent=True),
     "2×8×1000×128 causal (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=True),
 }
 

@@ -106,7 +106,8 @@ def test_flash_attention_runs_the_softmax_while_the_tensor_cores_do_p_v():
     assert "wgmma.wait_group.sync.aligned 1;" not in plain
 
 
-@pytest.mark.parametrize("preset", ["8×32×4096×128", "8×32×4096×128 causal", "4×32×8192×64 causal"])
+@pytest.mark.parametrize("preset", ["8×32×4096×128", "8×32×4096×128 causal", "4×32×8192×64 causal",
+                                    "2×8×1000×128 causal (ragged)"])
 def test_flash_attention_wgmma_are_not_serialized_by_ptxas(preset):
     # ptxas serializes every wgmma of a kernel (warning C7514) when some path through the code may read an
     # accumulator while its wgmma still runs; a version of the extra-step loop did that and ran at 0.66× SDPA.
@@ -154,9 +155,13 @@ def test_flash_attention_for_ampere_needs_the_plain_loop_and_says_so():
     r = compile_kernel(k, k.resolve({**ampere, "overlap": False}), "sm_80")
     assert "mma.sync" in r["ptx"] and "wgmma" not in r["ptx"]
     with pytest.raises(StageError) as err:
-        compile_kernel(k, k.resolve(ampere), "sm_80")
+        compile_kernel(k, k.resolve({**ampere, "persistent": False}), "sm_80")
     assert "wgmma_gemm" in err.value.message and "Hopper" in err.value.message
     assert "T.wgmma_gemm(" in k.source.splitlines()[err.value.line - 1], "the error points at the operation's line"
+    with pytest.raises(StageError) as err:  # the default at this size is the persistent schedule: TMA loads
+        compile_kernel(k, k.resolve(ampere), "sm_80")
+    assert "TMA" in err.value.message
+    assert "T.tma_copy(" in k.source.splitlines()[err.value.line - 1], "the error points at the operation's line"
 
 
 def test_gemm_for_ampere_needs_the_pipelined_schedule_and_says_so():
@@ -179,6 +184,26 @@ def test_gemm_for_hopper_keeps_one_wgmma_step_in_flight_and_stays_resident():
     assert r["resources"]["grid"][:2] == [132, 1]
     plain = compile_kernel(k, k.resolve({**small("gemm"), "warp_specialized": False}), "sm_90a")
     assert "wgmma.wait_group.sync.aligned 1;" not in plain["ptx"] and plain["resources"]["grid"][:2] == [1, 2]
+
+
+def test_non_causal_flash_attention_ships_the_persistent_schedule_and_causal_the_grid():
+    # Non-causal query blocks are all one length, so one block per SM walks them (its producer loads the next Q
+    # while the consumers finish this block); causal ones differ, and the GPU's block scheduler balances them.
+    k = catalogue.load("flash_attention")
+    persistent = compile_kernel(k, k.resolve({"preset": "8×32×4096×128"}), "sm_90a")["resources"]
+    assert persistent["grid"] == [132, 1, 1] and persistent["block"] == [384, 1, 1]
+    assert persistent["spill_bytes"] == 0
+    grid = compile_kernel(k, k.resolve({"preset": "8×32×4096×128 causal"}), "sm_90a")["resources"]
+    assert grid["grid"] == [32, 32, 8]
+
+
+def test_flash_attention_options_the_persistent_schedule_lacks_run_on_the_grid():
+    # The default preset is persistent; flipping overlap off (the plain loop, for comparison) or ping-pong on must
+    # still give what was asked for, on the grid schedule.
+    k = catalogue.load("flash_attention")
+    for option in ({"overlap": False}, {"pingpong": True}):
+        r = compile_kernel(k, k.resolve({"preset": "8×32×4096×128", **option}), "sm_90a")
+        assert r["resources"]["grid"] == [32, 32, 8], option
 
 
 WIDE_LOAD = r"ld\.global(\.\w+)*\.v(4\.(b|u|f)32|2\.(b|u|f)64|8)"

@@ -83,7 +83,8 @@ def test_flash_attention_with_the_extra_last_step_verifies_on_a_ragged_sequence(
     # extra_step: the last tile's P V as one more pipelined step; the last key tile is ragged (1000 = 7 · 128 + 104)
     tile = dict(block_M=192, threads=384, pingpong=True, fence_wait=False, two_p=False, lazy_rescale=False) \
         if dim == 64 else {}
-    r = run("flash_attention", batch=2, heads=8, seq_len=1000, dim=dim, causal=causal, extra_step=True, **tile)
+    r = run("flash_attention", batch=2, heads=8, seq_len=1000, dim=dim, causal=causal, extra_step=True,
+            persistent=False, **tile)  # (the ragged preset's size, whose tuned tile is persistent: the grid here)
     assert r["ok"], r.get("error")
     assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
 
@@ -93,13 +94,25 @@ def test_flash_attention_with_the_extra_last_step_verifies_on_a_ragged_sequence(
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_verifies_with_the_dim_128_options_in_other_combinations(causal, options):
     # two_p without the extra step ends on whichever P buffer the last tile used (odd or even n_tiles per block)
-    r = run("flash_attention", batch=2, heads=8, seq_len=1000, dim=128, causal=causal, **options)
+    r = run("flash_attention", batch=2, heads=8, seq_len=1000, dim=128, causal=causal, persistent=False, **options)
     assert r["ok"], r.get("error")
     assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
 
 
+@pytest.mark.parametrize("dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_lazy_rescale_stays_exact_when_the_max_keeps_rising(causal):
+def test_persistent_flash_attention_verifies_when_query_blocks_outnumber_the_sms(causal, dim):
+    # 3 × 5 heads × 16 query blocks = 240 on 132 blocks: two rounds, the second with blocks that have nothing to
+    # do; 2000 = 15 · 128 + 80 keys, so the last key tile and query block are ragged. Causal: the persistent
+    # schedule walks each head's longest query blocks first.
+    r = run("flash_attention", batch=3, heads=5, seq_len=2000, dim=dim, causal=causal, persistent=True)
+    assert r["ok"], r.get("error")
+    assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_lazy_rescale_stays_exact_when_the_max_keeps_rising(causal, persistent):
     # Keys that grow tile by tile move every row's max by more than the lazy threshold again and again, so the
     # rescale of O runs in some threads and not others; scores reach about ±52 (exp(52) would overflow fp16 P
     # without the max subtracted).
@@ -108,7 +121,7 @@ def test_flash_attention_lazy_rescale_stays_exact_when_the_max_keeps_rising(caus
     from playground import parallel
     from playground.verify import compare
     k = catalogue.load("flash_attention")
-    config = k.resolve(dict(batch=1, heads=2, seq_len=1000, dim=128, causal=causal))
+    config = k.resolve(dict(batch=1, heads=2, seq_len=1000, dim=128, causal=causal, persistent=persistent))
     jit = parallel.build_jit(k, config, None)
     g = torch.Generator(device="cuda").manual_seed(3)
     q, key, v = (torch.randn(1, 1000, 2, 128, device="cuda", generator=g) for _ in range(3))
