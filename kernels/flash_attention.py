@@ -46,11 +46,11 @@ The head-dim-64 presets turn them off (two_p needs registers three warpgroups do
 Persistent (`persistent=True`, the default of the non-causal head-dim-128 presets): with the grid above, each query
 block pays for its launch, its Q load, a first S with nothing to overlap and its O store while the tensor cores
 idle: measured, 1.79-1.83 µs per key tile but 3.1-4.5 µs fixed per query block (SDPA: 1.85-1.89 and 0.5-1.9), so
-0.99× SDPA at 4096 tokens. The persistent schedule, written out by hand like kernels/gemm.py's, launches one block per SM that walks
-query blocks in turn: its producer warpgroup loads the next Q and K while the consumers finish this block, and the
-O store runs under the next block's work. Fixed cost 1.7 µs, 1.02× SDPA (fp16 and bf16). Causal stays on the grid:
-its query blocks differ in length, and a fixed share of them per SM left SMs idle at the end (0.95×), where the
-GPU's own block scheduler hands out the next block to whichever SM is free (1.03×).
+0.99× SDPA at 4096 tokens. The persistent schedule, written out by hand like kernels/gemm.py's, launches one block
+per SM that walks query blocks in turn: its producer warpgroup loads the next Q and K while the consumers finish
+this block, and the O store runs under the next block's work. Fixed cost 1.7 µs, 1.02× SDPA (fp16 and bf16). Causal
+stays on the grid: its query blocks differ in length, and a fixed share of them per SM left SMs idle at the end
+(0.95×), where the GPU's own block scheduler hands out the next block to whichever SM is free (1.03×).
 
 Layout (batch, seq_len, heads, dim), "bshd": what a fused QKV projection produces without a transpose, and the
 layout FlashAttention itself uses; SDPA takes (batch, heads, seq_len, dim), so its baseline gets transposed views.
