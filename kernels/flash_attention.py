@@ -79,6 +79,13 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
     scale = (1.0 / math.sqrt(dim)) * 1.4426950408889634  # 1/√dim and log2(e): exp(x/√d) = exp2(x * scale)
     shape = (batch, seq_len, heads, dim)
 
+    def key_tiles(bx):
+        """The key tiles query block bx reads. Causal: tiles past the diagonal hold only masked keys, so they are
+        skipped altogether."""
+        if causal:
+            return T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N))
+        return T.ceildiv(seq_len, block_N)
+
     @T.macro
     def mask(S, bx, k):
         # The tests on `causal` and `seq_len` are decided when the kernel is built, those on k per tile on the GPU.
@@ -254,8 +261,7 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                 for i in T.serial(rounds):
                     if block + i * num_sms < num_tiles:
                         tile_of(block + i * num_sms, tile)
-                        n_tiles = (T.min(T.ceildiv(seq_len, block_N), T.ceildiv((tile[0] + 1) * block_M, block_N))
-                                   if causal else T.ceildiv(seq_len, block_N))
+                        n_tiles = key_tiles(tile[0])
                         # Q of this query block, once the consumers' last S of the one before is done
                         T.mbarrier_wait_parity(q_empty[0], (i & 1) ^ 1)
                         T.tma_copy(Q[tile[2], tile[0] * block_M:(tile[0] + 1) * block_M, tile[1], :], Q_shared,
@@ -278,8 +284,7 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                 for i in T.serial(rounds):
                     if block + i * num_sms < num_tiles:
                         tile_of(block + i * num_sms, tile)
-                        n_tiles = (T.min(T.ceildiv(seq_len, block_N), T.ceildiv((tile[0] + 1) * block_M, block_N))
-                                   if causal else T.ceildiv(seq_len, block_N))
+                        n_tiles = key_tiles(tile[0])
                         T.fill(acc_o, 0)
                         T.fill(l, 0)
                         T.fill(m, -T.infinity(accum_dtype))
@@ -335,9 +340,7 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
             T.fill(l, 0)
             T.fill(m, -T.infinity(accum_dtype))
 
-            # Causal: tiles past the diagonal hold only masked keys, so they are skipped altogether.
-            n_tiles = (T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N)) if causal
-                       else T.ceildiv(seq_len, block_N))
+            n_tiles = key_tiles(bx)
 
             if not overlap:  # the plain loop: GEMM, softmax, GEMM; the tensor cores idle during the softmax
                 for k in T.Pipelined(n_tiles, num_stages=num_stages):
