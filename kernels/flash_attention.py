@@ -237,8 +237,7 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
             V_shared = T.alloc_shared((num_stages, block_N, dim), dtype)
             O_shared = T.alloc_shared((block_M, dim), dtype)  # its own: the store runs under the next block
             S = T.alloc_fragment((block_M, block_N), accum_dtype)
-            P = T.alloc_fragment((block_M, block_N), dtype)  # P(k) at even k
-            P_odd = T.alloc_fragment((block_M, block_N), dtype)  # P(k) at odd k (two_p)
+            P = T.alloc_fragment((block_M, block_N), dtype)  # P(k) (at even k with two_p)
             acc_o = T.alloc_fragment((block_M, dim), accum_dtype)
             m = T.alloc_fragment((block_M,), accum_dtype)
             m_prev = T.alloc_fragment((block_M,), accum_dtype)
@@ -280,7 +279,9 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                             step[0] += 1
             else:  # the consumer warpgroups
                 T.set_max_nreg(240 if threads <= 256 else 160, 1)  # what the register file holds: 64K a SM
-                T.fill(P_odd, 0)  # never read before written (P_odd is P(k) at odd k), but TileLang cannot tell
+                if two_p:
+                    P_odd = T.alloc_fragment((block_M, block_N), dtype)  # P(k) at odd k
+                    T.fill(P_odd, 0)  # never read before it is written, but TileLang cannot tell
                 for i in T.serial(rounds):
                     if block + i * num_sms < num_tiles:
                         tile_of(block + i * num_sms, tile)
@@ -292,7 +293,10 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                         for k in T.serial(n_tiles + 1):
                             st = step[0] % num_stages
                             T.mbarrier_wait_parity(full[st], (step[0] // num_stages) & 1)
-                            if k % 2 == 0 or not two_p:  # P(k) into P at even k, P_odd at odd k (two_p)
+                            if not two_p:  # one P: P V reads it, then P(k) overwrites it
+                                persistent_step(Q_shared, K_shared[st, :, :], V_shared[st, :, :], S, P, P, acc_o,
+                                                m, m_prev, rescale, row_sum, l, tile[0], k, n_tiles)
+                            elif k % 2 == 0:  # P V reads P(k-1) from P_odd, P(k) goes into P
                                 persistent_step(Q_shared, K_shared[st, :, :], V_shared[st, :, :], S, P_odd, P, acc_o,
                                                 m, m_prev, rescale, row_sum, l, tile[0], k, n_tiles)
                             else:

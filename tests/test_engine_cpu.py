@@ -195,6 +195,9 @@ def test_non_causal_flash_attention_ships_the_persistent_schedule_and_causal_the
     assert persistent["spill_bytes"] == 0
     grid = compile_kernel(k, k.resolve({"preset": "8×32×4096×128 causal"}), "sm_90a")["resources"]
     assert grid["grid"] == [32, 32, 8]
+    one_p = compile_kernel(k, k.resolve({"preset": "8×32×4096×128", "two_p": False}), "sm_90a")
+    assert one_p["resources"]["grid"] == [132, 1, 1] and one_p["resources"]["spill_bytes"] == 0
+    assert "C7514" not in one_p["ptxas_log"] and "C7517" not in one_p["ptxas_log"], "no wgmma serialized"
 
 
 def test_flash_attention_options_the_persistent_schedule_lacks_run_on_the_grid():

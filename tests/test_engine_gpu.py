@@ -110,6 +110,15 @@ def test_persistent_flash_attention_verifies_when_query_blocks_outnumber_the_sms
     assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_persistent_flash_attention_verifies_with_one_p_buffer_and_the_eager_rescale(causal):
+    # two_p=False: P V reads the one P buffer, which the next P overwrites only after that P V is done
+    r = run("flash_attention", batch=3, heads=5, seq_len=2000, dim=128, causal=causal, persistent=True, two_p=False,
+            lazy_rescale=False, fence_wait=False)
+    assert r["ok"], r.get("error")
+    assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+
+
 @pytest.mark.parametrize("persistent", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_lazy_rescale_stays_exact_when_the_max_keeps_rising(causal, persistent):
