@@ -199,7 +199,7 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
     # Written out by hand, like kernels/gemm.py's warp-specialized GEMM: a producer warpgroup issues the TMA loads
     # (Q once per query block, then K(k) and V(k-1) into a ring of num_stages buffers guarded by full/empty
     # mbarriers) and runs on into the next query block while the consumers finish this one; the O store is left
-    # in flight under the next block's work. What that hides: a block of the grid schedule spends about 3 µs
+    # in flight under the next block's work. What that hides: a block of the grid schedule spends 3 to 4.5 µs
     # (of 61 at 4096 tokens) on launch, its Q load, its first S alone and its O store, all with the tensor cores
     # idle (bench/tuning/flash-attention-block-cost.log). Here the first step of a query block issues S(0) alone
     # (no P V of zeros), the last one the last P V alone.
