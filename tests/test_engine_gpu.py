@@ -25,6 +25,12 @@ def run(name, source=None, **params):
     return execute("run", name, source, params)
 
 
+def assert_verified(r):
+    """The run succeeded and passed verification on every shape it checked: its own and the CHECK_SHAPES."""
+    assert r["ok"], r.get("error")
+    assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+
+
 @pytest.mark.parametrize("name", ["vector_add", "gemm", "gemm_epilogue", "softmax", "flash_attention"])
 def test_kernel_verifies_on_every_check_shape_and_is_timed_against_its_baselines(name):
     k = catalogue.load(name)
@@ -64,8 +70,7 @@ def test_causal_flash_attention_verifies():
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_verifies_with_and_without_the_softmax_overlap(causal, overlap):
     r = run("flash_attention", batch=2, heads=8, seq_len=1000, dim=64, causal=causal, overlap=overlap)
-    assert r["ok"], r.get("error")
-    assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+    assert_verified(r)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -73,8 +78,7 @@ def test_flash_attention_with_three_consumer_warpgroups_verifies_on_a_ragged_seq
     # 192-row tiles (the head-dim-64 presets): a ragged query block and key tile, and causal blocks whose diagonal
     # falls inside a key tile
     r = run("flash_attention", batch=2, heads=8, seq_len=1000, dim=64, causal=causal, block_M=192, threads=384)
-    assert r["ok"], r.get("error")
-    assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+    assert_verified(r)
 
 
 @pytest.mark.parametrize("dim", [64, 128])
@@ -85,8 +89,7 @@ def test_flash_attention_with_the_extra_last_step_verifies_on_a_ragged_sequence(
         if dim == 64 else {}
     r = run("flash_attention", batch=2, heads=8, seq_len=1000, dim=dim, causal=causal, extra_step=True,
             persistent=False, **tile)  # (the ragged preset's size, whose tuned tile is persistent: the grid here)
-    assert r["ok"], r.get("error")
-    assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+    assert_verified(r)
 
 
 @pytest.mark.parametrize("options", [dict(two_p=True, extra_step=False), dict(two_p=False, lazy_rescale=False),
@@ -95,8 +98,7 @@ def test_flash_attention_with_the_extra_last_step_verifies_on_a_ragged_sequence(
 def test_flash_attention_verifies_with_the_dim_128_options_in_other_combinations(causal, options):
     # two_p without the extra step ends on whichever P buffer the last tile used (odd or even n_tiles per block)
     r = run("flash_attention", batch=2, heads=8, seq_len=1000, dim=128, causal=causal, persistent=False, **options)
-    assert r["ok"], r.get("error")
-    assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+    assert_verified(r)
 
 
 @pytest.mark.parametrize("dim", [64, 128])
@@ -106,8 +108,7 @@ def test_persistent_flash_attention_verifies_when_query_blocks_outnumber_the_sms
     # do; 2000 = 15 · 128 + 80 keys, so the last key tile and query block are ragged. Causal: the persistent
     # schedule walks each head's longest query blocks first.
     r = run("flash_attention", batch=3, heads=5, seq_len=2000, dim=dim, causal=causal, persistent=True)
-    assert r["ok"], r.get("error")
-    assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+    assert_verified(r)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -115,8 +116,7 @@ def test_persistent_flash_attention_verifies_with_one_p_buffer_and_the_eager_res
     # two_p=False: P V reads the one P buffer, which the next P overwrites only after that P V is done
     r = run("flash_attention", batch=3, heads=5, seq_len=2000, dim=128, causal=causal, persistent=True, two_p=False,
             lazy_rescale=False, fence_wait=False)
-    assert r["ok"], r.get("error")
-    assert all(v["passed"] for v in r["verification"]) and len(r["verification"]) >= 2
+    assert_verified(r)
 
 
 @pytest.mark.parametrize("persistent", [False, True])
