@@ -183,6 +183,43 @@ def flash_attention_script(variants_for, shapes, check):
         compare_flash_attention_variants(build, variants_for, shapes, check)
 
 
+BLOCK_COST_SEQS = [(16, 2048), (8, 4096), (4, 8192)]  # (batch, seq_len) at 32 heads: 8192 query blocks each
+
+
+def flash_attention_block_cost(variants_for):
+    """Each head-dim-128 variant (variants_for[128]) and SDPA, non-causal fp16, at 16, 32 and 64 key tiles a query
+    block (8192 blocks each): the time per round of 132 blocks, split into a cost per key tile and a fixed cost per
+    query block."""
+    from precompile import precompile
+    import torch
+    import torch.nn.functional as F
+    build = functools.partial(build_flash_attention_variant, variants_for)
+    names = list(variants_for[128])
+    precompile([(build, (b, 32, s, 128, False, "float16", name), {}) for b, s in BLOCK_COST_SEQS for name in names])
+    rows, per_round = [], {}
+    for b, s in BLOCK_COST_SEQS:
+        g = torch.Generator(device="cuda").manual_seed(5)
+        q, k, v = (torch.randn(b, s, 32, 128, device="cuda", generator=g).half() for _ in range(3))
+
+        def sdpa():
+            return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                  v.transpose(1, 2)).transpose(1, 2)
+        kernels = {name: build(b, 32, s, 128, False, "float16", name) for name in names}
+        ok = verified({name: (lambda f=f: f(q, k, v)) for name, f in kernels.items()}, sdpa().float(), f"{b}x32x{s}")
+        times = median_ms({"sdpa": sdpa, **ok}, budget_ms=1500)
+        for name, ms in times.items():
+            per_round[name, s // 128] = ms * 1000 / 63  # µs per round of 132 query blocks (8192: 62.06 rounds)
+            rows.append((f"{b}x32x{s}x128", s // 128, name, ms, per_round[name, s // 128], times["sdpa"] / ms))
+    print_table([("shape", 18, ""), ("tiles", 5, "d"), ("variant", 12, ""), ("ms", 8, ".4f"),
+                 ("us/round", 9, ".2f"), ("x SDPA", 7, ".3f")], rows)
+    for name in ["sdpa", *names]:
+        if (name, 16) in per_round and (name, 64) in per_round:
+            slope = (per_round[name, 64] - per_round[name, 16]) / 48
+            print(f"{name}: {slope:.3f} us per key tile, fixed {per_round[name, 16] - 16 * slope:.2f} us per query "
+                  f"block (from 16 and 64 tiles; at 32 tiles predicted {per_round[name, 16] + 16 * slope:.2f}, "
+                  f"measured {per_round.get((name, 32), float('nan')):.2f})")
+
+
 def build_softmax_variant(variants, local, M, N, dtype, name):
     """variants[name] = (module, parameters): `module` names one of the script's own factories (in `local`) or a
     module of kernels/ whose `softmax` to build."""
