@@ -73,7 +73,8 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
                     extra_step=True, fence_wait=True, two_p=True, lazy_rescale=True, persistent=False,
                     num_sms=132):
     """`threads`: the consumer threads (two warpgroups at the default); a 128-thread producer warpgroup comes on top.
-    `num_sms`: blocks of the persistent schedule, one per SM (132 on an H100 SXM or H200)."""
+    `num_sms`: blocks of the persistent schedule, one per SM (132 on an H100 SXM or H200;
+    the playground sets it to the count of the GPU present)."""
     accum_dtype = "float32"
     TURN = 8  # first named barrier of the ping-pong ring (TileLang itself uses the low ids)
     scale = (1.0 / math.sqrt(dim)) * 1.4426950408889634  # 1/√dim and log2(e): exp(x/√d) = exp2(x * scale)

@@ -29,7 +29,8 @@ def gemm(M=4096, N=4096, K=4096, dtype="float16",
          block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, swizzle_panel=8,
          warp_specialized=True, num_sms=132):
     """`threads`: the threads that multiply (two warpgroups at the default); on Hopper a 128-thread producer
-    warpgroup comes on top. `num_sms`: blocks of the persistent schedule, one per SM (132 on an H100 SXM or H200)."""
+    warpgroup comes on top. `num_sms`: blocks of the persistent schedule, one per SM (132 on an H100 SXM or
+    H200; the playground sets it to the count of the GPU present)."""
     if warp_specialized:
         return gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel,
                                      num_sms)

@@ -32,6 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from . import device
 from .errors import StageError
 from .source import import_file, write_source
 
@@ -118,8 +119,13 @@ class Kernel:
 
     @cached_property
     def defaults(self) -> dict[str, Any]:
-        return {n: p.default for n, p in inspect.signature(self.factory).parameters.items()
-                if p.default is not inspect.Parameter.empty}
+        found = {n: p.default for n, p in inspect.signature(self.factory).parameters.items()
+                 if p.default is not inspect.Parameter.empty}
+        # A persistent schedule launches one block per SM: its `num_sms` follows the GPU present. (The factory's
+        # default, written for the H200, stands without a GPU; blocks beyond the SM count would wait a whole round.)
+        if "num_sms" in found and (sms := device.sm_count()):
+            found["num_sms"] = sms
+        return found
 
     @property
     def problem_names(self) -> list[str]:

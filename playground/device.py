@@ -5,8 +5,11 @@ copy (bytes read + written) and for cuBLAS's best matrix product is a goal a stu
 """
 from __future__ import annotations
 
+import functools
 import json
+import os
 import subprocess
+import sys
 
 from . import cache
 from .errors import StageError
@@ -28,6 +31,29 @@ def nvidia_smi(fields: list[str]) -> dict[str, str]:
         return {}
     values = [v.strip() for v in out.split(",")]
     return dict(zip(fields, values)) if len(values) == len(fields) else {}
+
+
+# Asked of the CUDA driver directly: cuInit and an attribute query create no context.
+_SM_COUNT = """
+import ctypes
+cuda, dev, n = ctypes.CDLL("libcuda.so.1"), ctypes.c_int(), ctypes.c_int()
+assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cuda.cuDeviceGetAttribute(ctypes.byref(n), 16, dev) == 0  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+print(n.value)
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count() -> int | None:
+    """Multiprocessors of the first visible GPU, or None without one. Asked in a child process, so that the caller
+    (the server, which keeps CUDA out of its own process) never loads the driver itself."""
+    if os.environ.get("PLAYGROUND_NO_GPU") == "1":
+        return None
+    try:
+        out = subprocess.run([sys.executable, "-c", _SM_COUNT], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return int(out.stdout) if out.returncode == 0 and out.stdout.strip().isdigit() else None
 
 
 def info() -> dict:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import GEMM, PIPELINED, ROOT
-from playground import catalogue
+from playground import catalogue, device
 from playground.compile import build, compile_kernel, parse_ptxas, split_line_directives
 from playground.errors import StageError
 
@@ -198,6 +198,28 @@ def test_non_causal_flash_attention_ships_the_persistent_schedule_and_causal_the
     one_p = compile_kernel(k, k.resolve({"preset": "8×32×4096×128", "two_p": False}), "sm_90a")
     assert one_p["resources"]["grid"] == [132, 1, 1] and one_p["resources"]["spill_bytes"] == 0
     assert "C7514" not in one_p["ptxas_log"] and "C7517" not in one_p["ptxas_log"], "no wgmma serialized"
+
+
+def test_persistent_kernels_launch_one_block_per_sm_of_the_gpu_present(monkeypatch):
+    # An H100 PCIe has 114 SMs: the H200's 132 blocks would leave 18 for a second round there, nearly doubling the
+    # time. The default follows the GPU (what the page shows is what compiles); a value the user sets still wins.
+    monkeypatch.setattr(device, "sm_count", lambda: 114)
+    assert catalogue.load("flash_attention").describe()["defaults"]["num_sms"] == 114
+    k = catalogue.load("gemm")
+    assert k.describe()["defaults"]["num_sms"] == 114
+    assert compile_kernel(k, k.resolve(small("gemm")), "sm_90a")["resources"]["grid"] == [114, 1, 1]
+    assert k.resolve({"num_sms": "100"}).tile["num_sms"] == 100
+    monkeypatch.setattr(device, "sm_count", lambda: None)
+    assert catalogue.load("gemm").defaults["num_sms"] == 132, "without a GPU, the factory's default"
+
+
+def test_no_gpu_means_no_sm_count(monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_NO_GPU", "1")
+    device.sm_count.cache_clear()
+    try:
+        assert device.sm_count() is None
+    finally:
+        device.sm_count.cache_clear()
 
 
 def test_flash_attention_options_the_persistent_schedule_lacks_run_on_the_grid():

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import GEMM, PIPELINED
-from playground import catalogue
+from playground import catalogue, device
 from playground.cli import execute
 
 pytestmark = pytest.mark.gpu
@@ -161,6 +161,13 @@ def test_flash_attention_gives_the_same_bits_on_every_launch_at_the_bench_size(p
         r()
         torch.cuda.synchronize()
         assert torch.equal(r.outputs[0], first), "a relaunch changed the output"
+
+
+def test_num_sms_follows_the_gpu_present():
+    # Asked of the CUDA driver in a child process (no context in the caller); it must agree with the runtime's count.
+    import torch
+    assert device.sm_count() == torch.cuda.get_device_properties(0).multi_processor_count
+    assert catalogue.load("gemm").defaults["num_sms"] == device.sm_count()
 
 
 def test_wrong_index_fails_verification():
