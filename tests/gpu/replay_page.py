@@ -55,8 +55,8 @@ def main(folder: Path) -> None:
 
             page.click("#pg-run")
             print("run:", wait_idle(page))
-            page.locator("#pg-srcline input").click()  # mark the CUDA of the T.gemm line
-            page.locator("ul[role=listbox] li", has_text="T.gemm").first.click()
+            page.locator("#pg-srcline input").click()  # mark the CUDA of the line that multiplies (wgmma)
+            page.locator("ul[role=listbox] li", has_text="T.wgmma_gemm").first.click()
             page.wait_for_selector("#pg-cuda .pg-line.pg-mark")
             page.get_by_role("tab", name="Speed").click()
             time.sleep(1.5)
