@@ -118,11 +118,17 @@ class Kernel:
         return dict(self.module.BASELINES)
 
     @cached_property
+    def factory_defaults(self) -> dict[str, Any]:
+        return {n: p.default for n, p in inspect.signature(self.factory).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+
+    @cached_property
     def defaults(self) -> dict[str, Any]:
-        found = {n: p.default for n, p in inspect.signature(self.factory).parameters.items()
-                 if p.default is not inspect.Parameter.empty}
-        # A persistent schedule launches one block per SM: its `num_sms` follows the GPU present. (The factory's
-        # default, written for the H200, stands without a GPU; blocks beyond the SM count would wait a whole round.)
+        """The factory's defaults, with a persistent schedule's `num_sms` (one block per SM) set to the GPU present.
+        The factory's value, written for the H200, stands without a GPU; on a GPU with fewer SMs its blocks beyond
+        the SM count would wait a whole round. Asking the GPU costs a child process, so `resolve` reads this only
+        for what a request leaves out."""
+        found = dict(self.factory_defaults)
         if "num_sms" in found and (sms := device.sm_count()):
             found["num_sms"] = sms
         return found
@@ -136,7 +142,7 @@ class Kernel:
 
     @property
     def tile_names(self) -> list[str]:
-        return [n for n in self.defaults if n not in self.problem_names and n != "dtype"]
+        return [n for n in self.factory_defaults if n not in self.problem_names and n != "dtype"]
 
     @property
     def description(self) -> str:
@@ -151,29 +157,30 @@ class Kernel:
         """Merge `values` (a preset label under "preset", problem sizes, "dtype", tile parameters; strings are
         converted by the type of the default) over the defaults. Unknown names and values are `parameters` errors."""
         values = dict(values)
-        problem = {n: self.defaults[n] for n in self.problem_names if n in self.defaults}
+        problem = {n: self.factory_defaults[n] for n in self.problem_names if n in self.factory_defaults}
         label = values.pop("preset", None)
         if label is not None:
             if label not in self.presets:
                 raise StageError("parameters", f"unknown preset {label!r}; presets: {', '.join(self.presets)}")
             problem.update(self.presets[label])
-        dtype = str(values.pop("dtype", self.defaults.get("dtype", self.dtypes[0])))
+        dtype = str(values.pop("dtype", self.factory_defaults.get("dtype", self.dtypes[0])))
         if dtype not in self.dtypes:
             raise StageError("parameters", f"dtype {dtype!r} is not one of {self.dtypes}")
         tile_values = {}
         for name, value in values.items():
             if name in self.problem_names:
-                problem[name] = _convert(name, value, problem.get(name, self.defaults.get(name)))
+                problem[name] = _convert(name, value, problem.get(name, self.factory_defaults.get(name)))
             elif name in self.tile_names:
-                tile_values[name] = _convert(name, value, self.defaults[name])
+                tile_values[name] = _convert(name, value, self.factory_defaults[name])
             else:
                 known = self.problem_names + ["dtype"] + self.tile_names
                 raise StageError("parameters", f"{self.name} has no parameter {name!r}; it has {', '.join(known)}")
         missing = [n for n in self.problem_names if n not in problem]
         if missing:
             raise StageError("parameters", f"no value for {', '.join(missing)}")
-        # The factory's defaults, then what was tuned for this size, then what was asked for.
-        tile = {n: self.defaults[n] for n in self.tile_names} | self.tuned_tile(problem) | tile_values
+        # What was asked for, else what was tuned for this size, else the defaults.
+        given = self.tuned_tile(problem) | tile_values
+        tile = {n: given[n] if n in given else self.defaults[n] for n in self.tile_names}
         for name, allowed in self.options.items():
             if name in tile and tile[name] not in allowed:
                 raise StageError("parameters", f"{name} must be one of {allowed}, not {tile[name]!r}")

@@ -209,6 +209,12 @@ def test_persistent_kernels_launch_one_block_per_sm_of_the_gpu_present(monkeypat
     assert k.describe()["defaults"]["num_sms"] == 114
     assert compile_kernel(k, k.resolve(small("gemm")), "sm_90a")["resources"]["grid"] == [114, 1, 1]
     assert k.resolve({"num_sms": "100"}).tile["num_sms"] == 100
+
+    def asked():
+        raise AssertionError("the GPU was asked for its SM count, though the request named num_sms")
+    monkeypatch.setattr(device, "sm_count", asked)  # the page names every parameter: its jobs spawn no query
+    k = catalogue.load("gemm")
+    assert k.resolve({**k.factory_defaults, "num_sms": "100"}).tile["num_sms"] == 100
     monkeypatch.setattr(device, "sm_count", lambda: None)
     assert catalogue.load("gemm").defaults["num_sms"] == 132, "without a GPU, the factory's default"
 
