@@ -15,7 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .errors import StageError, clip, format_exception
+from .engine.errors import StageError, clip, format_exception
 
 
 def parse_sets(pairs: list[str]) -> dict:
@@ -61,7 +61,7 @@ def time_limit(seconds: float | None):
 def execute(action: str, kernel_name: str, source: str | None = None, params: dict | None = None,
             arch: str | None = None, workdir: str | None = None, **options) -> dict:
     """One engine call as JSON: what the command line prints and what a job returns. Never raises for user errors."""
-    from . import catalogue
+    from .engine import catalogue
     result: dict = {"ok": False, "kernel": kernel_name, "action": action}
     try:
         with contextlib.redirect_stdout(sys.stderr):  # a print() in the user's code must not corrupt our JSON
@@ -69,18 +69,18 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
             config = kernel.resolve(params or {})
             result["config"] = config.to_json()
             if action == "compile":
-                from .compile import compile_kernel
+                from .engine.compile import compile_kernel
                 result = compile_kernel(kernel, config, arch)
             elif action == "run":
-                from .run import run
+                from .engine.run import run
                 result = run(kernel, config, arch, seed=options.get("seed"), graph=options.get("graph", False),
                              progress=options.get("progress") or (lambda *_: None))
             elif action == "tune":
-                from .tune import tune
+                from .engine.tune import tune
                 result = tune(kernel, config, arch, max_configs=options.get("max_configs", 32),
                               progress=options.get("progress")).to_json()
             elif action == "sweep":
-                from .sweep import sweep
+                from .engine.sweep import sweep
                 result = sweep(kernel, config, arch, progress=options.get("progress"))
             else:
                 raise StageError("parameters", f"unknown action {action!r}")
@@ -90,7 +90,7 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
         result["error"] = StageError("device", "the job ran out of memory", None, clip(format_exception(exc))).to_json()
     except Exception as exc:
         if _is_gpu_failure(exc):  # torch.OutOfMemoryError, a CUDA error outside the run step's own handler
-            from .run import device_error
+            from .engine.run import device_error
             result["error"] = device_error(exc).to_json()
         else:
             result["error"] = StageError("internal", f"{type(exc).__name__}: {exc}"[:500], None,
@@ -160,12 +160,12 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--graph", action="store_true", help="time CUDA-graph replays (microsecond kernels)")
         if action == "tune":
             p.add_argument("--max-configs", type=int, default=32)
-    from .bench import add_arguments as add_bench
+    from .engine.bench import add_arguments as add_bench
     add_bench(sub.add_parser("bench", help="every kernel against its baselines and the GPU's ceilings"))
     args = parser.parse_args(argv)
 
     if args.action == "list":
-        from . import catalogue
+        from .engine import catalogue
         kernels = [catalogue.load(n).describe() for n in catalogue.builtin_names()]
         if args.json:
             print(json.dumps(_jsonable(kernels), indent=1))
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{k['name']:16} {k['description']}")
         return 0
     if args.action == "bench":
-        from .bench import main as bench_main
+        from .engine.bench import main as bench_main
         return bench_main(args)
 
     try:

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from conftest import GEMM, PIPELINED, ROOT
-from playground import catalogue, device
-from playground.compile import build, compile_kernel, parse_ptxas, split_line_directives
-from playground.errors import StageError
+from playground.engine import catalogue, device
+from playground.engine.compile import build, compile_kernel, parse_ptxas, split_line_directives
+from playground.engine.errors import StageError
 
 SMALL = {"gemm": dict(M=256, N=256, K=256), "gemm_epilogue": dict(M=256, N=256, K=256)}
 
@@ -419,7 +419,7 @@ def test_an_explicit_wgmma_gemm_gets_its_own_expansion_not_an_earlier_t_gemm():
 
 def test_gpu_out_of_memory_is_a_device_error_not_an_internal_one():
     from playground.cli import _is_gpu_failure
-    from playground.run import device_error
+    from playground.engine.run import device_error
 
     class OutOfMemoryError(RuntimeError):  # the name torch gives it
         pass

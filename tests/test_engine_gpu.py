@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import GEMM, PIPELINED
-from playground import catalogue, device
+from playground.engine import catalogue, device
 from playground.cli import execute
 
 pytestmark = pytest.mark.gpu
@@ -127,8 +127,8 @@ def test_flash_attention_lazy_rescale_stays_exact_when_the_max_keeps_rising(caus
     # without the max subtracted).
     import math
     import torch
-    from playground import parallel
-    from playground.verify import compare
+    from playground.engine import parallel_compile as parallel
+    from playground.engine.verify import compare
     k = catalogue.load("flash_attention")
     config = k.resolve(dict(batch=1, heads=2, seq_len=1000, dim=128, causal=causal, persistent=persistent))
     jit = parallel.build_jit(k, config, None)
@@ -150,8 +150,8 @@ def test_flash_attention_gives_the_same_bits_on_every_launch_at_the_bench_size(p
     # a buffer handed back too early would show as outputs that change from launch to launch (as the softmax's
     # TMA race did), so relaunch on the same input and compare bits.
     import torch
-    from playground import parallel
-    from playground.run import Runner
+    from playground.engine import parallel_compile as parallel
+    from playground.engine.run import Runner
     k = catalogue.load("flash_attention")
     config = k.resolve({"preset": preset})  # with the tile the preset ships
     r = Runner(k, config, parallel.build_jit(k, config, None), 0)
@@ -191,7 +191,7 @@ def test_unwritten_output_fails_verification():
 
 
 def test_tune_returns_a_table_and_a_verified_best():
-    from playground.tune import tune
+    from playground.engine.tune import tune
     k = catalogue.load("gemm")
     result = tune(k, k.resolve(dict(M=2048, N=2048, K=2048)), max_configs=6)
     table = result.table
@@ -222,8 +222,8 @@ def test_softmax_gives_the_same_bits_on_every_launch_at_the_bench_size(preset):
     # The long rows run split over 2-CTA clusters, whose exchange through shared memory raced once too
     # (bench/tuning/softmax-cluster-1.log).
     import torch
-    from playground import parallel
-    from playground.run import Runner
+    from playground.engine import parallel_compile as parallel
+    from playground.engine.run import Runner
     k = catalogue.load("softmax")
     config = k.resolve({"preset": preset})
     jit = parallel.build_jit(k, config, None)

@@ -149,7 +149,7 @@ def test_resources_table():
 
 
 def test_sass_instruction_mix_counts_each_class_and_shows_in_the_resources():
-    from playground.compile import sass_mix
+    from playground.engine.compile import sass_mix
     mix = sass_mix(SASS + "        /*00a0*/                   MUFU.EX2 R24, R24 ;\n"
                           "        /*00b0*/                   FFMA.FTZ R2, R2, R3, R4 ;\n")
     assert mix["instructions"] == 5 and mix["tensor core"] == 1 and mix["MUFU (exp, rcp)"] == 1

@@ -1,8 +1,8 @@
 """The verification rules, on the CPU: they decide what a student is told, so they are tested on their own."""
 import torch
 
-from playground.timing import summarize
-from playground.verify import REL_ERROR_LIMIT, compare, poisoned
+from playground.engine.timing import summarize
+from playground.engine.verify import REL_ERROR_LIMIT, compare, poisoned
 
 
 def gemm_inputs(n=96, dtype=torch.float16):

@@ -2,7 +2,7 @@ import sys, os
 sys.path.insert(0, os.path.dirname(__file__)); sys.path.insert(0, os.getcwd())
 import torch, tilelang, torch.nn.functional as F
 from flash_attention_variants import fa_overlap
-from playground.timing import Timer
+from playground.engine.timing import Timer
 timer = Timer()
 rows = []
 for c in (False, True):

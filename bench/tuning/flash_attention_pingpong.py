@@ -188,7 +188,7 @@ def cases():
 def compile_only():
     import tempfile
     from pathlib import Path
-    from playground.compile import launch_info, ptxas_resources
+    from playground.engine.compile import launch_info, ptxas_resources
     tilelang.env.disable_cache()
     for shape in [SHAPES[0], SHAPES[1], SHAPES[2]]:
         for name, kw in variants(shape[3]).items():
@@ -214,7 +214,7 @@ def on_gpu():
                + [(build, (*shape, dtype), kw) for dtype, shape in cases() for kw in variants(shape[3]).values()])
     import torch
     import torch.nn.functional as F
-    from playground.timing import Timer
+    from playground.engine.timing import Timer
     sys.path.insert(0, os.path.join(os.getcwd(), "kernels"))
     import flash_attention as shipped
     rows = []

@@ -92,8 +92,8 @@ def fa_overlap(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtype="fl
 
 
 def main():
-    from playground.timing import Timer
-    from playground.catalogue import load
+    from playground.engine.timing import Timer
+    from playground.engine.catalogue import load
     fa = load("flash_attention")
     timer = Timer()
     rows = []

@@ -35,7 +35,7 @@ def on_gpu():
     precompile([(build, (M, N, K, dtype), kw) for dtype in ("float16", "bfloat16") for M, N, K in SHAPES
                 for kw in VARIANTS.values()])
     import torch
-    from playground.timing import Timer
+    from playground.engine.timing import Timer
     rows = []
     for dtype in ("float16", "bfloat16"):
         tdt = getattr(torch, dtype)

@@ -185,7 +185,7 @@ def compile_only():
             continue
         import tempfile
         from pathlib import Path
-        from playground.compile import launch_info, ptxas_resources
+        from playground.engine.compile import launch_info, ptxas_resources
         src = kernel.get_kernel_source()
         with tempfile.TemporaryDirectory() as tmp:
             ptx = Path(tmp) / "k.ptx"
@@ -204,7 +204,7 @@ def on_gpu():
                + [(build, (M, N, K, dtype), kw) for dtype in ("float16", "bfloat16") for M, N, K in SHAPES
                   for kw in VARIANTS.values()])  # before CUDA is touched here: the builds run in forked children
     import torch
-    from playground.timing import Timer
+    from playground.engine.timing import Timer
     rows = []
     for dtype in ("float16", "bfloat16"):
         tdt = getattr(torch, dtype)

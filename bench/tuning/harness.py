@@ -42,8 +42,8 @@ def verified(fns, ref, label, limit=1e-2, repeats=3):
 
 
 def median_ms(calls, budget_ms=1500):
-    """{name: median milliseconds}, the functions taking turns sample by sample (playground.timing.Timer)."""
-    from playground.timing import Timer
+    """{name: median milliseconds}, the functions taking turns sample by sample (playground.engine.timing.Timer)."""
+    from playground.engine.timing import Timer
     return {name: t["median_ms"] for name, t in Timer().time(calls, budget_ms=budget_ms).items()}
 
 

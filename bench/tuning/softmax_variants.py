@@ -4,7 +4,7 @@ import sys, time, json, os
 import torch, tilelang
 import tilelang.language as T
 sys.path.insert(0, os.getcwd())
-from playground.timing import Timer
+from playground.engine.timing import Timer
 
 def softmax_x(M, N, dtype="float16", rows=1, grid=None, rows_per_block=4, num_stages=2, threads=256, direct=False):
     accum = "float32"; log2e = 1.4426950408889634; size = 2

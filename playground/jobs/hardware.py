@@ -51,7 +51,7 @@ def _query() -> list[dict]:
 
 
 def _arch(cap: str) -> str | None:
-    """"9.0" -> "sm_90a", as playground.compile.gpu_arch names it (Hopper and Blackwell need the "a" variant)."""
+    """"9.0" -> "sm_90a", as playground.engine.compile.gpu_arch names it (Hopper and Blackwell need the "a" variant)."""
     try:
         major, minor = (int(x) for x in cap.split("."))
     except ValueError:

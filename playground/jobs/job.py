@@ -22,7 +22,7 @@ from typing import Callable
 
 import psutil
 
-from ..errors import StageError, clip
+from ..engine.errors import StageError, clip
 from . import limits, sandbox
 
 

@@ -17,9 +17,9 @@ import threading
 import time
 from typing import Callable
 
-from ..errors import clip, format_exception
+from ..engine.errors import clip, format_exception
 from . import hardware, limits, sandbox
-from .cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
+from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
 from .job import error
 from .pool import Pool
 from .queue import Busy, Scheduler
@@ -203,7 +203,7 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
 
 
 # -- the GPU's ceilings ------------------------------------------------------------------------------------------
-# A run reports percentages of this GPU's measured copy bandwidth and matmul rate (playground.device.ceilings),
+# A run reports percentages of this GPU's measured copy bandwidth and matmul rate (playground.engine.device.ceilings),
 # which the engine measures once and caches in its cache folder. A job's cache folder is its own, so each run would
 # measure them again (about 2 s of exclusive GPU time). The server keeps them instead: taken from a job that ran
 # no user code (the catalogue's own kernel, so nobody can plant flattering ceilings), written into every later GPU

@@ -43,8 +43,8 @@ def main() -> int:
     import torch  # noqa: F401
     import tilelang  # noqa: F401
     from playground.cli import execute, time_limit
-    from playground.errors import StageError
-    import playground.compile, playground.run, playground.tune, playground.sweep  # noqa: F401,E401
+    from playground.engine.errors import StageError
+    import playground.engine.compile, playground.engine.run, playground.engine.tune, playground.engine.sweep  # noqa: F401,E401
     send({"ready": True, "pid": os.getpid()})
 
     line = sys.stdin.readline()

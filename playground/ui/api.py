@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import engine
+from . import gateway
 
 ACTION_OPTIONS = {"tune": ("max_configs",), "run": ("seed", "graph")}
 
@@ -31,7 +31,7 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, requ
     arch = params.pop("arch", None)
     options = {k: params.pop(k) for k in ACTION_OPTIONS.get(action, ()) if k in params}
     session = getattr(request, "session_hash", None) or "api"
-    return engine.call(action, str(kernel or ""), source, params, session=session, arch=arch, options=options,
+    return gateway.call(action, str(kernel or ""), source, params, session=session, arch=arch, options=options,
                        on_progress=_progress(progress) if progress is not None else None)
 
 

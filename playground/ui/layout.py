@@ -1,6 +1,6 @@
 """The page: components laid out like Compiler Explorer (source left, generated code right, results below), and
-the handlers that wire them to the engine. Handlers are thin: engine JSON goes through the pure view functions of
-highlight/views/charts/history; every engine call goes through `engine.call` (run_job)."""
+the handlers that wire them to the gateway. Handlers are thin: engine JSON goes through the pure view functions of
+highlight/views/charts/history; every engine call goes through `gateway.call` (run_job)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from . import api, charts, controls as ctl, engine, history as hist, views
+from . import api, charts, controls as ctl, gateway, history as hist, views
 from .highlight import code_html, source_line_choices
 from .styles import SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
 
@@ -58,16 +58,16 @@ class Page:
     """The components of one page, and the handlers over them."""
 
     def __init__(self):
-        self.names = engine.kernel_names()
+        self.names = gateway.kernel_names()
         if not self.names:
             raise RuntimeError("no kernel of the catalogue loads; check kernels/")
         self.default_kernel = "gemm" if "gemm" in self.names else self.names[0]
-        self.arch_choices = [AUTO] + engine.arches()
-        self.arch_options = [("auto", AUTO)] + [(a, a) for a in engine.arches()]
+        self.arch_choices = [AUTO] + gateway.arches()
+        self.arch_options = [("auto", AUTO)] + [(a, a) for a in gateway.arches()]
 
     # -- building ---------------------------------------------------------------------------------------------
     def build(self) -> gr.Blocks:
-        first = ctl.controls_for(engine.describe(self.default_kernel))
+        first = ctl.controls_for(gateway.describe(self.default_kernel))
         with gr.Blocks(title="TileLang Playground") as demo:
             self.draft = gr.BrowserState(None, storage_key=DRAFT_KEY, secret=DRAFT_SECRET)
             self.history = gr.State([])
@@ -105,7 +105,7 @@ class Page:
                     with gr.Accordion("Full log", open=False, visible=False, elem_id="pg-log") as self.log_acc:
                         self.log = gr.Code("", language=None, lines=12, max_lines=30, show_label=False,
                                            interactive=False)
-                    self.editor = gr.Code(engine.original_source(self.default_kernel), language="python",
+                    self.editor = gr.Code(gateway.original_source(self.default_kernel), language="python",
                                           lines=30, max_lines=30, label="TileLang source (Python)",
                                           elem_id="pg-editor", interactive=True)
                     with gr.Accordion("Parameters", open=True, elem_id="pg-params"):
@@ -193,7 +193,7 @@ class Page:
 
     def read(self, data: dict):
         kernel = data[self.kernel] if data[self.kernel] in self.names else self.default_kernel
-        c = ctl.controls_for(engine.describe(kernel))
+        c = ctl.controls_for(gateway.describe(kernel))
         values = ctl.values_from_slots(c, [data[s] for s in self.p_slots], [data[s] for s in self.t_slots])
         dtype = data[self.dtype] or c.dtype
         arch = data[self.arch]
@@ -293,8 +293,8 @@ class Page:
             notes.append(f"no kernel named {query['kernel']!r}")
         if kernel is None:
             kernel = draft["kernel"] if draft and draft.get("kernel") in self.names else self.default_kernel
-        c = ctl.controls_for(engine.describe(kernel))
-        base, source, arch = c.defaults(), engine.original_source(kernel), AUTO
+        c = ctl.controls_for(gateway.describe(kernel))
+        base, source, arch = c.defaults(), gateway.original_source(kernel), AUTO
         restored = bool(draft and draft.get("kernel") == kernel)
         if restored:
             base.update({k: str(v) for k, v in (draft.get("values") or {}).items() if k in base})
@@ -308,7 +308,7 @@ class Page:
         if unknown:
             notes.append("ignored unknown parameters: " + ", ".join(unknown))
         dtype = values.pop("dtype", c.dtype)
-        edited = not engine.is_original(kernel, source)
+        edited = not gateway.is_original(kernel, source)
         text = (f"Loaded {kernel} from the link" + (", over your edited draft of it." if restored and edited
                                                     else ".") if query.get("kernel") == kernel else
                 f"Restored your draft of {kernel}" + (" (edited)." if edited else ".") if restored else
@@ -318,16 +318,16 @@ class Page:
         status = f'<div class="pg-status {"fail" if notes else "idle"}">{views.esc(text)}</div>'
         out = self.fresh_kernel_outputs(kernel, source, c, values, dtype, None if arch == AUTO else arch,
                                         _session(request), status)
-        out[self.banner] = views.banner_html(engine.health())
+        out[self.banner] = views.banner_html(gateway.health())
         return out
 
     def on_kernel(self, data: dict, request: gr.Request):
         kernel = data[self.kernel]
-        c = ctl.controls_for(engine.describe(kernel))
+        c = ctl.controls_for(gateway.describe(kernel))
         values = c.defaults()
         dtype = values.pop("dtype")
         arch = None if data[self.arch] in (None, "", AUTO) else data[self.arch]
-        return self.fresh_kernel_outputs(kernel, engine.original_source(kernel), c, values, dtype, arch,
+        return self.fresh_kernel_outputs(kernel, gateway.original_source(kernel), c, values, dtype, arch,
                                          _session(request), views.status_html("", None))
 
     def on_reset(self, data: dict, request: gr.Request):
@@ -356,7 +356,7 @@ class Page:
                       options: dict | None = None) -> tuple[dict, dict]:
         kernel, source, c, values, dtype, arch = self.read(data)
         progress(0, desc=f"{action}: waiting for a worker")
-        result = engine.call(action, kernel, source, ctl.engine_params(values, dtype), session=_session(request),
+        result = gateway.call(action, kernel, source, ctl.engine_params(values, dtype), session=_session(request),
                              arch=arch, options=options, on_progress=_progress(progress))
         out = {self.status: views.status_html(action, result)}
         out.update(self.error_outputs(result, source))
@@ -387,7 +387,7 @@ class Page:
         if result.get("cuda") or err.get("stage") in ("python", "definition", "tilelang", "nvcc", "timeout",
                                                       "verify"):
             history = hist.add(data[self.history], action, kernel, result,
-                               engine.normalize_source(kernel, source) is not None, ctl.config_of(c, values, dtype))
+                               gateway.normalize_source(kernel, source) is not None, ctl.config_of(c, values, dtype))
             out.update(self.history_outputs(history))
         return out
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import gradio as gr
 from fastapi.responses import JSONResponse
 
-from . import engine, styles
+from . import gateway, styles
 
 QUEUE_SIZE = int(os.environ.get("PLAYGROUND_UI_QUEUE", "256"))
 
@@ -40,7 +40,7 @@ def add_health_route(app) -> None:
         return
 
     def health():
-        body = engine.health()
+        body = gateway.health()
         return JSONResponse(body, status_code=200 if body.get("ok", True) else 503)
     app.add_api_route("/health", health, methods=["GET"], include_in_schema=False)
     # Gradio has no catch-all route today; put ours first anyway so that none added later can shadow it.
@@ -60,7 +60,7 @@ def serve(host: str = "0.0.0.0", port: int = 7860, password: str | None = None, 
         quiet=quiet, show_error=True, theme=styles.theme(), css=styles.css(), head=styles.HEAD, ssr_mode=False,
         footer_links=["api", "gradio"])
     add_health_route(app)
-    engine.start_jobs()
+    gateway.start_jobs()
     if not prevent_thread_lock:
         demo.block_thread()
     return demo, app, url

@@ -36,7 +36,7 @@ from . import device
 from .errors import StageError
 from .source import import_file, write_source
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KERNELS_DIR = ROOT / "kernels"
 
 REQUIRED = ("DTYPES", "SPACE", "PRESETS", "CHECK_SHAPES", "make_inputs", "reference", "BASELINES", "flops",
@@ -264,7 +264,7 @@ def load(name: str, source: str | None = None, workdir: Path | None = None) -> K
     builtin = builtin_path(name)
     if source is None or source == builtin.read_text():
         return load_file(name, builtin)
-    from .cache import cache_dir
+    from .compile_cache import cache_dir
     return load_file(name, write_source(source, name, Path(workdir) if workdir else cache_dir() / "sources"))
 
 

@@ -56,7 +56,7 @@ def pick_baseline(kernel, fragment: str) -> str:
 
 def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None, log=print) -> list[dict]:
     import torch
-    from . import device, parallel
+    from . import device, parallel_compile as parallel
     from .timing import Timer
 
     device.require_gpu()

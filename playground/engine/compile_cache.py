@@ -18,7 +18,7 @@ def cache_dir() -> Path:
 def _engine_version() -> str:
     """A hash of the engine's own code that shapes a cached result, so an upgrade never serves a stale line map."""
     here = Path(__file__).resolve().parent
-    text = "".join((here / name).read_text() for name in ("compile.py", "cache.py"))
+    text = "".join((here / name).read_text() for name in ("compile.py", "compile_cache.py"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -1,6 +1,6 @@
 """Measure the warm and cold paths of a compile through run_job and record them in bench/warm_path.json.
 
-    python -m playground.jobs.measure [--kernels vector_add gemm] [--out bench/warm_path.json]
+    python -m playground.jobs.warm_path [--kernels vector_add gemm] [--out bench/warm_path.json]
 
 - cold (spare):  a source never compiled, a pre-started worker ready: what a student waits after an edit.
 - cold (fresh):  the same with no spare, a worker started for the request: what pre-starting saves.

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import device, parallel
+from . import device, parallel_compile as parallel
 from .catalogue import Config, Kernel
 from .compile import resolve_arch
 from .errors import StageError

@@ -5,7 +5,7 @@ import os
 import re
 from typing import Callable
 
-from . import device, parallel
+from . import device, parallel_compile as parallel
 from .catalogue import Config, Kernel, call_with
 from .compile import build, resolve_arch
 from .errors import StageError, clip, format_exception

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import cache
+from . import compile_cache as cache
 from .catalogue import Config, Kernel
 from .errors import StageError, clip, first_line, format_exception, user_line_from_text, user_line_from_traceback
 

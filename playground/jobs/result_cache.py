@@ -45,7 +45,7 @@ def engine_fingerprint() -> str:
     global _fingerprint
     if _fingerprint is None:
         h = hashlib.sha256()
-        for path in sorted((ROOT / "playground").glob("*.py")):
+        for path in sorted((ROOT / "playground" / "engine").glob("*.py")):
             h.update(path.name.encode() + path.read_bytes())
         _fingerprint = h.hexdigest()[:16]
     return _fingerprint

@@ -74,7 +74,7 @@ def is_original(kernel: str, source: str | None) -> bool:
 # -- the catalogue (our own kernel files only) --------------------------------------------------------------------
 def kernel_names() -> list[str]:
     """The catalogue's kernels whose files load, in the catalogue's order."""
-    from playground import catalogue
+    from playground.engine import catalogue
     names = []
     for name in catalogue.builtin_names():
         try:
@@ -88,18 +88,18 @@ def kernel_names() -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def describe(name: str) -> dict:
-    from playground import catalogue
+    from playground.engine import catalogue
     return catalogue.load(name).describe()
 
 
 def original_source(name: str) -> str:
-    from playground import catalogue
+    from playground.engine import catalogue
     return catalogue.builtin_source(name)
 
 
 def arches() -> list[str]:
     try:
-        from playground.compile import ARCHES
+        from playground.engine.compile import ARCHES
         return list(ARCHES)
     except Exception:
         return ["sm_90a", "sm_90", "sm_80", "sm_86", "sm_89"]

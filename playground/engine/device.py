@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from . import cache
+from . import compile_cache as cache
 from .errors import StageError
 
 NO_GPU = "no CUDA GPU is present on this machine: compile works without one, run, tune and sweep need one"

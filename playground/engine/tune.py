@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from . import device, parallel
+from . import device, parallel_compile as parallel
 from .catalogue import Config, Kernel
 from .compile import resolve_arch
 from .errors import StageError
