@@ -31,7 +31,7 @@ only work is that P V, so the last V tile comes through the pipeline like the ot
 is written as whole steps, each waiting for the wgmma it issued: the comment above `step_s_and_pv` says why (ptxas
 serializes every wgmma otherwise).
 
-What the SASS showed (bench/tuning/README.md): ptxas, the last compiler stage, schedules the wait for P V
+What the SASS showed (bench/README.md): ptxas, the last compiler stage, schedules the wait for P V
 (`WARPGROUP.DEPBAR`) right after the row max, before the exps, so P V overlapped only the max. Three options keep
 the overlap, all on by default at head dim 128, where they took the kernel from 0.98× to 0.99× SDPA, and causal
 from 0.98× to 1.03×:
@@ -202,7 +202,7 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
     # mbarriers) and runs on into the next query block while the consumers finish this one; the O store is left
     # in flight under the next block's work. What that hides: a block of the grid schedule spends 3 to 4.5 µs
     # (of 61 at 4096 tokens) on launch, its Q load, its first S alone and its O store, all with the tensor cores
-    # idle (bench/tuning/flash-attention-block-cost.log). Here the first step of a query block issues S(0) alone
+    # idle (bench/README.md). Here the first step of a query block issues S(0) alone
     # (no P V of zeros), the last one the last P V alone.
     q_blocks = -(-seq_len // block_M)
     num_tiles = q_blocks * heads * batch
@@ -435,7 +435,7 @@ OPTIONS = {"overlap": [True, False], "pingpong": [False, True], "extra_step": [T
 
 # What the head-dim-64 presets change: three consumer warpgroups taking turns; their 160 registers a thread leave
 # no room for a second P (two_p spills); the fence lost 3-4% there, the lazy rescale 4% (and +1% causal, within the
-# spread: bench/tuning/flash-attention-{wait,lazy}-1.log).
+# spread; bench/README.md).
 _DIM64 = dict(block_M=192, threads=384, pingpong=True, fence_wait=False, two_p=False, lazy_rescale=False)
 
 PRESETS = {

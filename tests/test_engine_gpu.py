@@ -220,7 +220,7 @@ def test_softmax_gives_the_same_bits_on_every_launch_at_the_bench_size(preset):
     # each launch of the same input, while the relative error of the whole output stayed under the fp16 limit.
     # Hence bit-for-bit repeats and a per-row check, at the size where it showed (tests/gpu/h200-softmax-race.log).
     # The long rows run split over 2-CTA clusters, whose exchange through shared memory raced once too
-    # (bench/tuning/softmax-cluster-1.log).
+    # (bench/README.md, softmax).
     import torch
     from playground.engine import parallel_compile as parallel
     from playground.engine.run import Runner
