@@ -1,16 +1,16 @@
 """The page served from a GPU machine, driven over HTTP the way its buttons drive it.
 
-    python3 tests/gpu/page_on_gpu.py OUTDIR
+    .venv/bin/python tests/gpu/page_on_gpu.py OUTDIR        # e.g. bench/page-h200
 
 Starts `app.py` as a real server (its job queue, workers and sandbox included), checks that `/health` and the page
 itself answer, then calls the page's named endpoints with gradio_client: compile, run, tune and sweep, as the
-Compile, Run, Autotune and Sweep buttons do. Every answer is written to OUTDIR as JSON, with the server's log.
-The lent H200 has no browser; `tests/gpu/replay_page.py` shows these answers in chromium on another machine.
+Compile, Run, Autotune and Sweep buttons do. Every answer is written to OUTDIR as JSON, with the server's log and a
+one-line summary per call (`summary.txt`); the exit status is non-zero unless every call answered ok. It needs no
+browser: `tests/gpu/replay_page.py` shows the recorded answers in chromium, on any machine.
 """
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -94,4 +94,6 @@ def main(out: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "/tmp/out")) / "page"))
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    sys.exit(main(Path(sys.argv[1])))

@@ -1,12 +1,13 @@
-"""Show the page's answers recorded on the H200 in a real browser, and screenshot them.
+"""Show the page's answers recorded on a GPU machine in a real browser, and screenshot them.
 
-    python tests/gpu/replay_page.py [bench/page-h200]
+    .venv/bin/python tests/gpu/replay_page.py [bench/page-h200]
 
-`tests/gpu/page_on_gpu.py` served the page from the H200 and saved what its endpoints answered (compile, run,
-tune, sweep) to bench/page-h200/. The lent machine has no browser, so the pictures are taken here: this script
-starts the page with the job layer's answers taken from those files (nothing is recomputed, and a request that was
-not recorded gets an error), opens it in chromium, presses Run, Autotune and Sweep as a student would, and saves
-screenshots next to the answers. Needs chromium and playwright (`make setup-test`).
+`tests/gpu/page_on_gpu.py` serves the page from a GPU machine and saves what its endpoints answered (compile, run,
+tune, sweep), e.g. to bench/page-h200/. A GPU server often has no browser, so the pictures are taken on any machine
+that has one: this script starts the page with the job layer's answers taken from those files (nothing is
+recomputed, and a request that was not recorded gets an error), opens it in chromium, presses Run, Autotune and
+Sweep as a student would, and saves screenshots next to the answers. Needs chromium and playwright
+(`make setup-test`).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def recorded_answers(folder: Path):
         found = answers.get((action, kernel))
         if found is None:
             return {"ok": False, "kernel": kernel, "action": action,
-                    "error": {"stage": "internal", "message": f"no {action} of {kernel} was recorded on the H200",
+                    "error": {"stage": "internal", "message": f"no {action} of {kernel} was recorded",
                               "line": None, "log": ""}}
         return found
     return run_job
