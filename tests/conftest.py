@@ -35,3 +35,13 @@ def _private_cache(tmp_path_factory):
     if "PLAYGROUND_CACHE_DIR" not in os.environ:
         os.environ["PLAYGROUND_CACHE_DIR"] = str(tmp_path_factory.mktemp("playground-cache"))
     yield
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the figures the GPU tests recorded (`record_property("gpu_summary", ...)`): one line per timed kernel."""
+    lines = [value for report in terminalreporter.stats.get("passed", [])
+             if report.when == "call" for name, value in report.user_properties if name == "gpu_summary"]
+    if lines:
+        terminalreporter.section("GPU timings")
+        for line in lines:
+            terminalreporter.write_line("SUMMARY " + line)

@@ -1,10 +1,7 @@
 """The engine on a GPU: every kernel verifies on several shapes, broken kernels fail, timings come with baselines.
 
-Run on the H200 through the device tool (see tests/gpu/README.md); what it printed is committed under tests/gpu/.
+Run with `pytest -m gpu` on a machine with a CUDA GPU (tests/gpu/README.md); what an H200 printed is in tests/gpu/.
 """
-import json
-import os
-
 import pytest
 
 from conftest import GEMM, PIPELINED
@@ -12,13 +9,6 @@ from playground.engine import catalogue, device
 from playground.cli import execute
 
 pytestmark = pytest.mark.gpu
-
-SUMMARY = []  # one line per timed kernel, printed at the end
-
-
-def summary(line: str) -> None:
-    print("SUMMARY " + line)
-    SUMMARY.append(line)
 
 
 def run(name, source=None, **params):
@@ -32,7 +22,7 @@ def assert_verified(r):
 
 
 @pytest.mark.parametrize("name", ["vector_add", "gemm", "gemm_epilogue", "softmax", "flash_attention"])
-def test_kernel_verifies_on_every_check_shape_and_is_timed_against_its_baselines(name):
+def test_kernel_verifies_on_every_check_shape_and_is_timed_against_its_baselines(name, record_property):
     k = catalogue.load(name)
     r = run(name)
     assert r["ok"], r.get("error")
@@ -44,8 +34,10 @@ def test_kernel_verifies_on_every_check_shape_and_is_timed_against_its_baselines
     assert set(r["baselines"]) == set(k.baselines)
     assert r["device"]["name"] and r["ceilings"]["copy_gbps"] > 0
     best = max(b["speedup"] for b in r["baselines"].values())
-    summary(f"{name:16} {r['timing']['median_ms']:.4f} ms  {r['tflops']:7.1f} TFLOP/s  {r['gbps']:7.0f} GB/s  "
-                   f"best baseline ratio {best:.2f}  worst rel error {max(v['rel_error'] for v in r['verification']):.2e}")
+    worst = max(v["rel_error"] for v in r["verification"])
+    # The figures go into the run's summary (tests/conftest.py, pytest_terminal_summary).
+    record_property("gpu_summary", f"{name:16} {r['timing']['median_ms']:.4f} ms  {r['tflops']:7.1f} TFLOP/s  "
+                    f"{r['gbps']:7.0f} GB/s  best baseline ratio {best:.2f}  worst rel error {worst:.2e}")
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16"])
@@ -204,14 +196,6 @@ def test_sweep_times_each_size_for_kernel_and_baselines():
     assert r["ok"], r.get("error")
     timed = [row for row in r["rows"] if "series" in row]
     assert len(timed) >= 2 and all("kernel" in row["series"] for row in timed)
-
-
-def test_zz_print_summary():
-    print("\n" + "\n".join(SUMMARY))
-    out = os.environ.get("GPU_SUMMARY_FILE")
-    if out:
-        with open(out, "w") as f:
-            json.dump(SUMMARY, f, indent=1)
 
 
 @pytest.mark.parametrize("preset", ["16384×4096", "4096×32768 (long rows)"])
