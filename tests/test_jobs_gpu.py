@@ -1,4 +1,4 @@
-"""The GPU corpus on a real GPU (run on the H200 through tests/gpu/run.sh): a hung kernel, an out-of-bounds write
+"""The GPU corpus on a real GPU (pytest -m gpu): a hung kernel, an out-of-bounds write
 and a GPU-memory bomb each end their own job with a message, and the next job on that GPU runs and verifies."""
 import re
 import time

@@ -208,8 +208,8 @@ def job_env(job_dir: str, uid: int | None, gpu_index: int | None = None) -> dict
 
 
 def extra_pythonpath() -> list[str]:
-    """The server's own PYTHONPATH entries (a TileLang carried in beside the system Python, as on the GPU test
-    host), passed on to jobs and bound read-only into their sandbox."""
+    """The server's own PYTHONPATH entries (packages installed beside the system Python, e.g. TileLang in a folder
+    of its own), passed on to jobs and bound read-only into their sandbox."""
     root = str(ROOT)
     return [p for p in os.environ.get("PYTHONPATH", "").split(":") if p and os.path.isdir(p)
             and os.path.realpath(p) != root and not os.path.realpath(p).startswith(root + "/")]
@@ -251,7 +251,7 @@ def bwrap_command(job_dir: Path, argv: list[str], gpu: bool, privileged: bool) -
             cmd += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top) and not top.startswith("/usr"):
             cmd += ["--ro-bind", top, top]
-    # The writable places first, so that a read-only bind under /tmp (a carried-in TileLang) lands on top.
+    # The writable places first, so that a read-only bind under /tmp (a PYTHONPATH entry there) lands on top.
     cmd += ["--proc", "/proc", "--dev", "/dev",
             "--bind", str(job_dir), INSIDE,
             "--bind", str(job_dir / "tmp"), "/tmp",
