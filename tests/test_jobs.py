@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT
 from playground import jobs
-from playground.jobs import cache, queue, runner, sandbox
+from playground.jobs import queue, result_cache as cache, runner, sandbox
 from playground.jobs.queue import Busy, Scheduler
 
 VECTOR_ADD = (ROOT / "kernels" / "vector_add.py").read_text()

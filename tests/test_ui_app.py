@@ -35,7 +35,7 @@ def client(server):
 
 
 def gemm_source() -> str:
-    from playground.ui import engine
+    from playground.ui import gateway as engine
     return engine.original_source("gemm")
 
 

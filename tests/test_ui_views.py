@@ -263,7 +263,7 @@ def test_controls_come_from_the_kernels_declarations():
 
 
 def test_controls_from_the_real_catalogue():
-    from playground.ui import engine
+    from playground.ui import gateway as engine
     names = engine.kernel_names()
     assert "gemm" in names
     for name in names:
@@ -287,7 +287,7 @@ def test_url_query_sets_parameters():
 
 
 def test_choosing_a_preset_sets_the_tile_tuned_for_its_size_and_leaving_it_restores_the_default():
-    from playground.ui import engine
+    from playground.ui import gateway as engine
     c = ctl.controls_for(engine.describe("softmax"))
     long_rows = next(label for label in c.presets if "32768" in label)
     assert c.tuned[long_rows]["cluster"] != int(c.defaults()["cluster"])
@@ -324,7 +324,7 @@ def test_app_flags_and_environment():
 
 
 def test_unchanged_source_goes_to_the_engine_as_none():
-    from playground.ui import engine
+    from playground.ui import gateway as engine
     original = engine.original_source("gemm")
     assert engine.normalize_source("gemm", original) is None
     assert engine.normalize_source("gemm", original.rstrip("\n")) is None  # an editor dropped the last newline

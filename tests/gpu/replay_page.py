@@ -38,7 +38,7 @@ def recorded_answers(folder: Path):
 
 
 def main(folder: Path) -> None:
-    from playground.ui import engine, serve
+    from playground.ui import gateway as engine, serve
     health = json.loads((folder / "health.json").read_text())
     run_job = recorded_answers(folder)
     engine._run_job = lambda: run_job
