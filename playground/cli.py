@@ -90,7 +90,7 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
         result["error"] = StageError("device", "the job ran out of memory", None, clip(format_exception(exc))).to_json()
     except Exception as exc:
         if _is_gpu_failure(exc):  # torch.OutOfMemoryError, a CUDA error outside the run step's own handler
-            from .engine.run import device_error
+            from .engine.measure import device_error
             result["error"] = device_error(exc).to_json()
         else:
             result["error"] = StageError("internal", f"{type(exc).__name__}: {exc}"[:500], None,

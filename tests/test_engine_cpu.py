@@ -419,7 +419,7 @@ def test_an_explicit_wgmma_gemm_gets_its_own_expansion_not_an_earlier_t_gemm():
 
 def test_gpu_out_of_memory_is_a_device_error_not_an_internal_one():
     from playground.cli import _is_gpu_failure
-    from playground.engine.run import device_error
+    from playground.engine.measure import device_error
 
     class OutOfMemoryError(RuntimeError):  # the name torch gives it
         pass

@@ -143,7 +143,7 @@ def test_flash_attention_gives_the_same_bits_on_every_launch_at_the_bench_size(p
     # TMA race did), so relaunch on the same input and compare bits.
     import torch
     from playground.engine import parallel_compile as parallel
-    from playground.engine.run import Runner
+    from playground.engine.measure import Runner
     k = catalogue.load("flash_attention")
     config = k.resolve({"preset": preset})  # with the tile the preset ships
     r = Runner(k, config, parallel.build_jit(k, config, None), 0)
@@ -207,7 +207,7 @@ def test_softmax_gives_the_same_bits_on_every_launch_at_the_bench_size(preset):
     # (bench/README.md, softmax).
     import torch
     from playground.engine import parallel_compile as parallel
-    from playground.engine.run import Runner
+    from playground.engine.measure import Runner
     k = catalogue.load("softmax")
     config = k.resolve({"preset": preset})
     jit = parallel.build_jit(k, config, None)

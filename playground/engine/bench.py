@@ -1,20 +1,26 @@
 """`python -m playground bench --all`: every shipped kernel against its baselines and the GPU's ceilings, in one run.
 
-Each target of the shipped-kernel issue is a row. A kernel and all its baselines are timed together, interleaved,
-with the same timer (CUDA events, L2 flushed, median); the copy bandwidth that the memory-bound targets are judged
-against is measured in the same run. The kernels run at their catalogue defaults: what a student starts from.
+Each target of the shipped-kernel issue is a row. A kernel and all its baselines are measured the one way
+(measure.py): verified at the row's problem, then timed together, interleaved, with the same timer (CUDA events, L2
+flushed, median); the copy bandwidth that the memory-bound targets are judged against is measured in the same run.
+The kernels run at their catalogue defaults: what a student starts from. A row that fails to load, compile, verify or
+run carries its error and is never met.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
-from .catalogue import ROOT, Config, load
-from .run import Runner, new_seed, problem_label, rates
+from .catalogue import ROOT, Config, Kernel, load
+from .compile import resolve_arch
+from .errors import StageError
+from .measure import Measurement, MeasureOptions, Measurer, new_seed, problem_label, rates
 
 BENCH_DIR = ROOT / "bench"
 
@@ -54,58 +60,81 @@ def pick_baseline(kernel, fragment: str) -> str:
     return names[0]
 
 
-def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None, log=print) -> list[dict]:
-    import torch
-    from . import device, parallel_compile as parallel
-    from .timing import Timer
+def bench_row(m: Measurement, kernel: Kernel | None, dtype: str, problem: dict, fragment: str, target: float,
+              ceil: dict) -> dict:
+    """One target's row: the ratio against its baseline if the kernel was timed (so verified), else the error.
+    `kernel` is None when the kernel file did not load."""
+    baseline = ("device-to-device copy (same run)" if fragment == "copy" else
+                pick_baseline(kernel, fragment) if kernel is not None else fragment)
+    row = {"dtype": dtype, "shape": problem_label(problem), "problem": problem, "config": m.config.tile or None,
+           "verified": m.verified,
+           "rel_error": m.rel_error, "median_ms": None, "p20_ms": None, "p80_ms": None, "tflops": None, "gbps": None,
+           "target": target, "baseline": baseline, "baseline_median_ms": None, "ratio": None, "met": False,
+           "error": m.error_text}
+    if not m.timed:
+        return row
+    kt = m.times["kernel"]
+    speed = rates(kernel, m.config, kt["median_ms"], None)
+    row.update(median_ms=kt["median_ms"], p20_ms=kt["p20_ms"], p80_ms=kt["p80_ms"], tflops=speed["tflops"],
+               gbps=speed["gbps"])
+    if fragment == "copy":
+        row.update(baseline_gbps=ceil["copy_gbps"], ratio=speed["gbps"] / ceil["copy_gbps"])
+    else:
+        bt = m.times[row["baseline"]]["median_ms"]
+        row.update(baseline_median_ms=bt, ratio=bt / kt["median_ms"])
+    row["met"] = bool(m.verified and row["ratio"] >= target)
+    return row
 
-    device.require_gpu()
-    timer = Timer()
-    ceil = device.measure_ceilings(timer)
-    gpu = device.info()
+
+def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None, log=print,
+          open_measurer: Callable[[MeasureOptions], Measurer] = functools.partial(Measurer.open,
+                                                                                   fresh_ceilings=True)) -> list[dict]:
+    options = MeasureOptions(resolve_arch(None), new_seed(), baselines=True, check_shapes=False, budget_ms=budget_ms)
+    measurer = open_measurer(options)
+    ceil = measurer.ceilings
+    gpu = measurer.device_info()
     log(f"{gpu['name']}: copy {ceil['copy_gbps']:.0f} GB/s, cuBLAS {ceil['matmul_tflops']}")
     stamp = {"device": gpu["name"], "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-             "commit": commit or git_commit(), "clocks_mhz": gpu["clocks_mhz"], "driver": gpu["driver"],
-             "torch": gpu["torch"], "copy_gbps": ceil["copy_gbps"]}
+             "commit": commit or git_commit(), "clocks_mhz": gpu.get("clocks_mhz"), "driver": gpu.get("driver"),
+             "torch": gpu.get("torch"), "copy_gbps": ceil["copy_gbps"]}
     # One problem per (kernel, dtype, problem); several targets may share it.
     groups: dict[tuple, list] = {}
     for t in targets:
         groups.setdefault((t[0], t[1], json.dumps(t[2], sort_keys=True)), []).append(t)
-    kernels = {name: load(name) for name in {t[0] for t in targets}}
-    configs = {key: kernels[key[0]].resolve({**json.loads(key[2]), "dtype": key[1]}) for key in groups}
+    kernels, configs, failed = {}, {}, {}  # failed: a group's load or resolve error, which becomes its rows' error
+    for name in dict.fromkeys(t[0] for t in targets):
+        try:
+            kernels[name] = load(name)
+        except StageError as err:
+            failed.update({key: err for key in groups if key[0] == name})
+            continue
+        for t in targets:  # a target naming no single baseline is a mistake in TARGETS: say so before measuring
+            if t[0] == name and t[3] != "copy":
+                pick_baseline(kernels[name], t[3])
+    for key in groups:
+        if key[0] in kernels:
+            try:
+                configs[key] = kernels[key[0]].resolve({**json.loads(key[2]), "dtype": key[1]})
+            except StageError as err:
+                failed[key] = err
     for name, k in kernels.items():  # compile everything first, in parallel
-        errors = parallel.compile_all(k, [c for key, c in configs.items() if key[0] == name])
-        for e in errors:
+        for e in measurer.precompile(k, [c for key, c in configs.items() if key[0] == name]):
             if e:
-                log(f"compile error in {name}: {e['message']}")
+                log(f"compile error in {name}: {e.message}")
     rows = []
-    seed = new_seed()
     for key, group in groups.items():
-        k, cfg = kernels[key[0]], configs[key]
-        runner = Runner(k, cfg, parallel.build_jit(k, cfg, None), seed)
-        verdict = runner.check()
-        times = timer.time({"kernel": runner, **runner.baselines()}, budget_ms=budget_ms)
-        kt = times["kernel"]["median_ms"]
-        speed = rates(k, cfg, kt, None)
-        gbps, tflops = speed["gbps"], speed["tflops"]
-        for _, dtype, problem, fragment, target in group:
-            row = {"kernel": k.name, "dtype": dtype, "shape": problem_label(problem), "problem": problem,
-                   "config": cfg.tile, "verified": verdict["passed"], "rel_error": verdict["rel_error"],
-                   "median_ms": kt, "p20_ms": times["kernel"]["p20_ms"], "p80_ms": times["kernel"]["p80_ms"],
-                   "tflops": tflops, "gbps": gbps, "target": target}
-            if fragment == "copy":
-                row.update(baseline="device-to-device copy (same run)", baseline_median_ms=None,
-                           baseline_gbps=ceil["copy_gbps"], ratio=gbps / ceil["copy_gbps"])
+        k = kernels.get(key[0])
+        m = (Measurement(Config(json.loads(key[2]), key[1], {}), error=failed[key]) if key in failed else
+             measurer.measure(k, configs[key]))
+        for name, dtype, problem, fragment, target in group:
+            row = {"kernel": name, **bench_row(m, k, dtype, problem, fragment, target, ceil), **stamp}
+            rows.append(row)
+            if row["error"]:
+                log(f"FAIL {name:15} {dtype:8} {row['shape']:24} vs {row['baseline'][:34]:34} {row['error']}")
             else:
-                name = pick_baseline(k, fragment)
-                bt = times[name]["median_ms"]
-                row.update(baseline=name, baseline_median_ms=bt, ratio=bt / kt)
-            row["met"] = bool(row["verified"] and row["ratio"] >= target)
-            rows.append({**row, **stamp})
-            log(f"{'MET ' if row['met'] else 'MISS'} {k.name:15} {dtype:8} {row['shape']:24} vs {row['baseline'][:34]:34} "
-                f"ratio {row['ratio']:.3f} (target {target:.2f})  {kt:.4f} ms  {tflops:6.1f} TFLOP/s {gbps:6.0f} GB/s")
-        del runner
-        torch.cuda.empty_cache()
+                log(f"{'MET ' if row['met'] else 'MISS'} {name:15} {dtype:8} {row['shape']:24} "
+                    f"vs {row['baseline'][:34]:34} ratio {row['ratio']:.3f} (target {target:.2f})  "
+                    f"{row['median_ms']:.4f} ms  {row['tflops']:6.1f} TFLOP/s {row['gbps']:6.0f} GB/s")
     return rows
 
 
@@ -121,7 +150,7 @@ def chart(rows: list[dict], path: Path) -> bool:
     labels = [f"{r['kernel']} {short.get(r['dtype'], r['dtype'])} {r['shape']}\nvs {r['baseline'][:28]}" for r in rows]
     fig, ax = plt.subplots(figsize=(12, 0.42 * len(rows) + 1.5))
     y = range(len(rows))
-    ax.barh(y, [r["ratio"] for r in rows], color=["#2e7d32" if r["met"] else "#c62828" for r in rows])
+    ax.barh(y, [r["ratio"] or 0 for r in rows], color=["#2e7d32" if r["met"] else "#c62828" for r in rows])
     ax.scatter([r["target"] for r in rows], y, marker="|", s=300, color="black", label="target", zorder=3)
     ax.set_yticks(list(y), labels, fontsize=7)
     ax.invert_yaxis()
@@ -143,7 +172,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .errors import StageError
     targets = [t for t in TARGETS if not args.kernel or t[0] in args.kernel]
     try:
         rows = bench(targets, args.budget_ms, args.commit, log=lambda s: print(s, file=sys.stderr, flush=True))
@@ -154,5 +182,7 @@ def main(args: argparse.Namespace) -> int:
     args.out.write_text(json.dumps(rows, indent=1) + "\n")
     chart(rows, args.chart or args.out.with_suffix(".png"))
     met = sum(r["met"] for r in rows)
-    print(f"{met}/{len(rows)} targets met; results in {args.out}")
-    return 0
+    failed = sum(bool(r["error"]) for r in rows)
+    print(f"{met}/{len(rows)} targets met" + (f", {failed} failed (see their error)" if failed else "")
+          + f"; results in {args.out}")
+    return 1 if failed else 0

@@ -1,7 +1,8 @@
 """Autotuning: search a kernel's tile space on this GPU.
 
 Every candidate is compiled first, in parallel on the CPU cores; then, one at a time on the GPU, each that compiled
-is verified (a wrong kernel may not win, however fast) and timed. The table keeps every candidate with why it lost.
+is measured (measure.py): verified at the problem being tuned (a wrong kernel may not win, however fast) and, only
+if right, timed. The table keeps every candidate with why it lost; only timed candidates, all verified, are ranked.
 """
 from __future__ import annotations
 
@@ -10,12 +11,10 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from . import device, parallel_compile as parallel
 from .catalogue import Config, Kernel
 from .compile import resolve_arch
 from .errors import StageError
-from .run import Runner, device_error, new_seed, rates
-from .timing import Timer
+from .measure import Measurement, MeasureOptions, Measurer, new_seed, rates
 
 Progress = Callable[[str, float, dict | None], None]  # (what, fraction done, the row just finished)
 
@@ -52,51 +51,41 @@ class TuneResult:
                 "error": None if ok else StageError("verify", "no candidate compiled, ran and verified").to_json()}
 
 
+def tune_row(kernel: Kernel, m: Measurement) -> dict:
+    """One line of the table: the candidate's tile, how far it got, its time if it was timed, why it lost if not."""
+    row = {**{k: m.config.tile[k] for k in kernel.space if k in m.config.tile}, "compiled": m.compiled,
+           "verified": m.verified, "median_ms": None, "tflops": None, "gbps": None, "rel_error": m.rel_error,
+           "error": m.error_text}
+    if m.timed:
+        row["median_ms"] = m.times["kernel"]["median_ms"]
+        row.update({k: v for k, v in rates(kernel, m.config, row["median_ms"], None).items()
+                    if k in ("tflops", "gbps")})
+    return row
+
+
 def tune(kernel: Kernel, config: Config, arch: str | None = None, max_configs: int | None = 32,
-         budget_ms: float = 300.0, workers: int | None = None, progress: Progress | None = None) -> TuneResult:
-    device.require_gpu()
-    arch = resolve_arch(arch)
+         budget_ms: float = 300.0, workers: int | None = None, progress: Progress | None = None,
+         open_measurer: Callable[[MeasureOptions], Measurer] = Measurer.open) -> TuneResult:
     progress = progress or (lambda *_: None)
+    options = MeasureOptions(resolve_arch(arch), new_seed(), baselines=False, check_shapes=False,
+                             budget_ms=budget_ms)
+    measurer = open_measurer(options)
     configs = candidates(kernel, config, max_configs)
     n = len(configs)
     progress(f"compiling {n} candidates", 0.0, None)
-    errors = parallel.compile_all(kernel, configs, arch, workers,
-                                  on_done=lambda i, total: progress(f"compiled {i}/{total}", 0.5 * i / total, None))
-    timer = Timer()
-    ceil = device.ceilings(timer)
-    seed = new_seed()
-    rows = []
-    for i, (c, err) in enumerate(zip(configs, errors)):
-        row = {**{k: c.tile[k] for k in kernel.space if k in c.tile}, "compiled": err is None, "verified": False,
-               "median_ms": None, "tflops": None, "gbps": None, "rel_error": None, "error": None}
-        if err is not None:
-            row["error"] = f"{err['stage']}: {err['message']}"
-        else:
-            try:
-                runner = Runner(kernel, c, parallel.build_jit(kernel, c, arch), seed)
-                verdict = runner.check()
-                row["rel_error"] = verdict["rel_error"]
-                if verdict["passed"]:
-                    row["verified"] = True
-                    t = timer.time({"kernel": runner}, budget_ms=budget_ms, min_samples=10)["kernel"]
-                    row["median_ms"] = t["median_ms"]
-                    row.update({k: v for k, v in rates(kernel, c, t["median_ms"], ceil).items()
-                                if k in ("tflops", "gbps")})
-                else:
-                    row["error"] = f"verify: {verdict['message']}"
-            except StageError as e:
-                row["error"] = f"{e.stage}: {e.message}"
-                if e.stage == "device" and "context is lost" in e.message:
-                    rows.append(row)
-                    break  # nothing more can run in this process
-            except Exception as exc:  # a launch failure (too much shared memory, ...) loses this candidate only
-                e = device_error(exc)
-                row["error"] = f"{e.stage}: {e.message}"
-        rows.append(row)
-        progress(f"timed {i + 1}/{n}", 0.5 + 0.5 * (i + 1) / n, row)
-    timed = [r for r in rows if r["median_ms"] is not None]
-    best = min(timed, key=lambda r: r["median_ms"]) if timed else None
-    best_cfg = {k: best[k] for k in kernel.space if k in best} if best else None
+    measurer.precompile(kernel, configs, workers,
+                        on_done=lambda i, total: progress(f"compiled {i}/{total}", 0.5 * i / total, None))
+    measurements, rows = [], []
+    for i, c in enumerate(configs):
+        m = measurer.measure(kernel, c)
+        measurements.append(m)
+        rows.append(tune_row(kernel, m))
+        progress(f"measured {i + 1}/{n}", 0.5 + 0.5 * (i + 1) / n, rows[-1])
+    timed = [(m, row) for m, row in zip(measurements, rows) if m.timed]  # timed implies verified
+    if not timed:
+        return TuneResult(kernel.name, config, rows, None, measurer.device_info())
+    best, best_row = min(timed, key=lambda mr: mr[0].times["kernel"]["median_ms"])
+    best_tile = {k: best.config.tile[k] for k in kernel.space if k in best.config.tile}
     return TuneResult(kernel.name, config, rows,
-                      {"tile": best_cfg, "median_ms": best["median_ms"], "tflops": best["tflops"],
-                       "gbps": best["gbps"]} if best else None, device.info())
+                      {"tile": best_tile, "median_ms": best_row["median_ms"], "tflops": best_row["tflops"],
+                       "gbps": best_row["gbps"]}, measurer.device_info())

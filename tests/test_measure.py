@@ -1,0 +1,211 @@
+"""The one measurement path and the plans over it (run, tune, sweep, bench), on the CPU.
+
+These tests run no kernel: there is no GPU here. What they test is the plans' own logic (what tune ranks, what a
+sweep charts, what bench counts as met) and the order of the stages inside `measure`. For that the per-configuration
+measurement function is replaced by one that returns chosen results (a verification failure, a lost CUDA context,
+made-up times for the configurations that pass), given to the plans through `Measurer`, which is how the real
+function reaches them too. Whether the real verification and timing are right on a GPU is tests/test_engine_gpu.py's
+job (`pytest -m gpu`).
+"""
+import pytest
+
+from playground.engine import catalogue, measure as measure_module
+from playground.engine.bench import bench
+from playground.engine.errors import StageError
+from playground.engine.measure import (DeviceError, Measurement, MeasureOptions, Measurer, device_error, measure,
+                                       problem_label, verification_failure)
+from playground.engine.sweep import sweep
+from playground.engine.timing import summarize
+from playground.engine.tune import tune
+
+CEILINGS = {"copy_gbps": 1000.0, "matmul_tflops": {"float16": 500.0}}
+
+
+def verdict(config, passed: bool) -> dict:
+    return {"shape": config.problem, "label": problem_label(config.problem), "passed": passed,
+            "rel_error": 1e-4 if passed else 0.7, "max_abs_error": 0.0 if passed else 3.0, "limit": 5e-3,
+            "mismatches": 0 if passed else 12, "first_mismatches": [] if passed else [[0]], "nonfinite": 0,
+            "elements": 1024, "message": "ok" if passed else "relative error 0.7 is over the float16 limit 0.005"}
+
+
+class StandIn:
+    """A measurement function with chosen outcomes: `wrong(config)` fails verification, `lost(config)` loses the
+    CUDA context; every other configuration passes and gets the time `ms(config)` (for the kernel and, when the
+    options ask, each baseline at twice that)."""
+
+    def __init__(self, wrong=lambda c: False, ms=lambda c: 1.0, lost=lambda c: False):
+        self.wrong, self.ms, self.lost = wrong, ms, lost
+        self.seen = []  # the configurations it was asked to measure, in order
+        self.options = None
+
+    def __call__(self, kernel, config, options, timer, compile_error=None, progress=None) -> Measurement:
+        self.seen.append(config)
+        self.options = options
+        if self.lost(config):
+            return Measurement(config, True, [verdict(config, True)], error=DeviceError(
+                "the kernel failed on the GPU: CUDA error: an illegal memory access", context_lost=True))
+        if self.wrong(config):
+            failed = [verdict(config, False)]
+            return Measurement(config, True, failed, error=verification_failure(failed))
+        times = {"kernel": summarize([self.ms(config)] * 10)}
+        if options.baselines:
+            times.update({name: summarize([2 * self.ms(config)] * 10) for name in kernel.baselines})
+        return Measurement(config, True, [verdict(config, True)], times)
+
+    def opener(self):
+        """What a plan takes as `open_measurer`: a Measurer with this function in place of `measure`."""
+        return lambda options: Measurer(options, timer=None, ceilings=CEILINGS, measure=self,
+                                        compile_all=lambda kernel, configs, *_, **__: [None] * len(configs),
+                                        device_info=lambda: {"name": "stand-in (no GPU)"})
+
+
+@pytest.fixture(scope="module")
+def vector_add():
+    return catalogue.load("vector_add")
+
+
+def test_a_measurement_that_failed_verification_cannot_carry_times(vector_add):
+    c = vector_add.resolve({"N": 2**20})
+    with pytest.raises(ValueError):
+        Measurement(c, True, [verdict(c, False)], {"kernel": summarize([1.0])})
+    with pytest.raises(ValueError):  # compiled but never verified
+        Measurement(c, True, [], {"kernel": summarize([1.0])})
+    assert Measurement(c, True, [verdict(c, True)], {"kernel": summarize([1.0])}).stage == "timed"
+
+
+def test_measure_stops_at_a_failed_verification_and_never_calls_the_timer(vector_add, monkeypatch):
+    # The stages replaced: compiling and verifying need TileLang's output and a GPU; the order is what is tested.
+    c = vector_add.resolve({"N": 2**20})
+    monkeypatch.setattr(measure_module, "compile_stage", lambda *_: (object(), None))
+    monkeypatch.setattr(measure_module, "verify_stage", lambda *_: [verdict(c, True), verdict(c, False)])
+
+    def time_stage(*_):
+        raise AssertionError("a configuration that failed verification reached the timer")
+    monkeypatch.setattr(measure_module, "time_stage", time_stage)
+    m = measure(vector_add, c, MeasureOptions("sm_90a", 1), timer=None)
+    assert not m.verified and not m.timed and m.compiled
+    assert m.error.stage == "verify" and "wrong result" in m.error.message
+
+
+def test_measure_does_not_compile_again_what_the_precompile_refused(vector_add, monkeypatch):
+    c = vector_add.resolve({"N": 2**20})
+
+    def compile_stage(*_):
+        raise AssertionError("compiled again")
+    monkeypatch.setattr(measure_module, "compile_stage", compile_stage)
+    m = measure(vector_add, c, MeasureOptions("sm_90a", 1), None, compile_error=StageError("nvcc", "bad", 7))
+    assert m.stage == "none" and m.error.stage == "nvcc" and m.error.line == 7
+
+
+def test_tune_never_ranks_a_candidate_that_fails_verification(vector_add):
+    # The 512-thread candidates are wrong and would be the fastest if they were timed.
+    stand_in = StandIn(wrong=lambda c: c.tile["threads"] == 512, ms=lambda c: 1.0 / c.tile["threads"])
+    result = tune(vector_add, vector_add.resolve({"N": 2**20}), max_configs=None, open_measurer=stand_in.opener())
+    assert len(stand_in.seen) == len(result.rows) == 9
+    assert not stand_in.options.baselines and not stand_in.options.check_shapes  # tune verifies the tuned problem
+    wrong = [r for r in result.rows if r["threads"] == 512]
+    assert len(wrong) == 3
+    for r in wrong:
+        assert r["verified"] is False and r["median_ms"] is None and r["tflops"] is None
+        assert r["error"].startswith("verify: wrong result")
+    assert result.best["tile"]["threads"] == 256 and result.best["median_ms"] == pytest.approx(1 / 256)
+    assert result.to_json()["ok"]
+
+
+def test_tune_with_no_verified_candidate_has_no_best(vector_add):
+    stand_in = StandIn(wrong=lambda c: True)
+    out = tune(vector_add, vector_add.resolve({"N": 2**20}), max_configs=4, open_measurer=stand_in.opener()).to_json()
+    assert not out["ok"] and out["best"] is None and out["error"]["stage"] == "verify"
+    assert all(r["median_ms"] is None for r in out["table"])
+
+
+def test_tune_stops_measuring_once_the_cuda_context_is_lost(vector_add):
+    # The lost context is a typed fact (DeviceError.context_lost), not a message to match.
+    config = vector_add.resolve({"N": 2**20})
+    stand_in = StandIn(lost=lambda c: c.tile["threads"] == 128)
+    result = tune(vector_add, config, max_configs=None, open_measurer=stand_in.opener())
+    lost_at = next(i for i, r in enumerate(result.rows) if r["threads"] == 128)
+    assert len(stand_in.seen) == lost_at + 1, "measured after the context was lost"
+    assert len(result.rows) == 9  # the rest stay in the table, with why they were not measured
+    assert all("not measured: the CUDA context was lost" in r["error"] for r in result.rows[lost_at + 1:])
+
+
+def test_sweep_never_charts_a_size_that_fails_verification(vector_add):
+    stand_in = StandIn(wrong=lambda c: c.problem["N"] == 2**24)
+    out = sweep(vector_add, vector_add.resolve({}), problems=[{"N": 2**20}, {"N": 2**24}, {"N": 2**28}],
+                open_measurer=stand_in.opener())
+    assert stand_in.options.baselines is True
+    rows = {r["problem"]["N"]: r for r in out["rows"]}
+    wrong = rows[2**24]
+    assert "series" not in wrong and wrong["passed"] is False and wrong["error"].startswith("verify:")
+    for n in (2**20, 2**28):
+        assert rows[n]["passed"] and set(rows[n]["series"]) == {"kernel", "torch.add"} and rows[n]["error"] is None
+    assert out["ok"]
+
+
+def test_a_sweep_where_no_size_verifies_is_not_ok_and_says_why(vector_add):
+    out = sweep(vector_add, vector_add.resolve({}), problems=[{"N": 2**20}, {"N": 2**24}],
+                open_measurer=StandIn(wrong=lambda c: True).opener())
+    assert not out["ok"] and out["error"]["stage"] == "verify"
+    assert not any("series" in r for r in out["rows"])
+
+
+def test_bench_marks_a_row_that_fails_verification_not_met_with_its_error(vector_add):
+    targets = [("vector_add", "float16", dict(N=2**20), "copy", 0.5),
+               ("vector_add", "float16", dict(N=2**24), "copy", 0.5),
+               ("vector_add", "float16", dict(N=2**24), "torch.add", 1.0)]
+    stand_in = StandIn(wrong=lambda c: c.problem["N"] == 2**24, ms=lambda c: 0.005)
+    lines = []
+    rows = bench(targets, commit="test", log=lines.append, open_measurer=stand_in.opener())
+    assert len(rows) == 3 and len(stand_in.seen) == 2  # one measurement per problem, shared by its targets
+    good, *wrong = rows
+    assert good["met"] and good["verified"] and good["error"] is None and good["ratio"] > 0.5
+    for r in wrong:
+        assert r["met"] is False and r["verified"] is False and r["ratio"] is None and r["median_ms"] is None
+        assert r["error"].startswith("verify: wrong result")
+    assert sum(line.startswith("FAIL") for line in lines) == 2
+
+
+def test_bench_reports_a_kernel_that_does_not_load_as_its_rows_error():
+    rows = bench([("no_such_kernel", "float16", dict(N=4), "copy", 0.5)], commit="test", log=lambda _: None,
+                 open_measurer=StandIn().opener())
+    assert len(rows) == 1 and not rows[0]["met"] and rows[0]["error"]
+
+
+def test_a_sticky_cuda_error_loses_the_context_and_a_refused_launch_does_not():
+    assert device_error(RuntimeError("CUDA error: an illegal memory access was encountered")).context_lost
+    assert device_error(RuntimeError("CUDA error: unspecified launch failure")).context_lost
+    refused = device_error(RuntimeError("CUDA error: too many resources requested for launch"))
+    assert refused.stage == "device" and not refused.context_lost and "context is lost" not in refused.message
+    oom = device_error(RuntimeError("CUDA out of memory. Tried to allocate 10.00 GiB"))
+    assert not oom.context_lost
+    assert set(DeviceError("x", context_lost=True).to_json()) == {"stage", "message", "line", "log"}
+
+
+# -- on a GPU: the real measurement function ----------------------------------------------------------------------
+@pytest.mark.gpu
+def test_measure_on_the_gpu_times_a_right_kernel_and_refuses_a_wrong_one():
+    from conftest import GEMM, PIPELINED
+    from playground.engine.compile import resolve_arch
+    from playground.engine.measure import new_seed
+    wrong_source = GEMM.replace("T.copy(C_shared, C[by * block_M, bx * block_N])",
+                                "T.copy(C_shared, C[bx * block_M, by * block_N])")
+    assert wrong_source != GEMM
+    measurer = Measurer.open(MeasureOptions(resolve_arch(None), new_seed(), baselines=True, check_shapes=True,
+                                            budget_ms=200))
+    params = dict(M=1024, N=1024, K=1024, block_M=128, block_N=128, **PIPELINED)
+    right = catalogue.load("gemm", GEMM)
+    m = measurer.measure(right, right.resolve(params))
+    assert m.timed and m.verified and m.error is None and len(m.verification) >= 2
+    assert set(m.times) == {"kernel", *right.baselines}
+    wrong = catalogue.load("gemm", wrong_source)
+    m = measurer.measure(wrong, wrong.resolve(params))
+    assert m.compiled and not m.verified and not m.timed and m.error.stage == "verify"
+
+
+@pytest.mark.gpu
+def test_bench_measures_a_target_on_the_gpu():
+    rows = bench([("vector_add", "float16", dict(N=2**24), "copy", 0.0)], budget_ms=200, commit="test",
+                 log=lambda _: None)
+    assert len(rows) == 1 and rows[0]["error"] is None
+    assert rows[0]["verified"] and rows[0]["ratio"] > 0 and rows[0]["met"]
