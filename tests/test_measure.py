@@ -7,6 +7,8 @@ made-up times for the configurations that pass), given to the plans through `Mea
 function reaches them too. Whether the real verification and timing are right on a GPU is tests/test_engine_gpu.py's
 job (`pytest -m gpu`).
 """
+import math
+
 import pytest
 
 from playground.engine import catalogue, measure as measure_module
@@ -97,18 +99,23 @@ def test_measure_does_not_compile_again_what_the_precompile_refused(vector_add, 
     assert m.stage == "none" and m.error.stage == "nvcc" and m.error.line == 7
 
 
+def space_size(kernel) -> int:
+    return math.prod(len(values) for values in kernel.space.values())
+
+
 def test_tune_never_ranks_a_candidate_that_fails_verification(vector_add):
-    # The 512-thread candidates are wrong and would be the fastest if they were timed.
-    stand_in = StandIn(wrong=lambda c: c.tile["threads"] == 512, ms=lambda c: 1.0 / c.tile["threads"])
+    # The candidates with the most threads are wrong, and would be the fastest if they were timed.
+    most, second = sorted(vector_add.space["threads"])[-1], sorted(vector_add.space["threads"])[-2]
+    stand_in = StandIn(wrong=lambda c: c.tile["threads"] == most, ms=lambda c: 1.0 / c.tile["threads"])
     result = tune(vector_add, vector_add.resolve({"N": 2**20}), max_configs=None, open_measurer=stand_in.opener())
-    assert len(stand_in.seen) == len(result.rows) == 9
+    assert len(stand_in.seen) == len(result.rows) == space_size(vector_add)
     assert not stand_in.options.baselines and not stand_in.options.check_shapes  # tune verifies the tuned problem
-    wrong = [r for r in result.rows if r["threads"] == 512]
-    assert len(wrong) == 3
+    wrong = [r for r in result.rows if r["threads"] == most]
+    assert wrong
     for r in wrong:
         assert r["verified"] is False and r["median_ms"] is None and r["tflops"] is None
         assert r["error"].startswith("verify: wrong result")
-    assert result.best["tile"]["threads"] == 256 and result.best["median_ms"] == pytest.approx(1 / 256)
+    assert result.best["tile"]["threads"] == second and result.best["median_ms"] == pytest.approx(1 / second)
     assert result.to_json()["ok"]
 
 
@@ -122,11 +129,13 @@ def test_tune_with_no_verified_candidate_has_no_best(vector_add):
 def test_tune_stops_measuring_once_the_cuda_context_is_lost(vector_add):
     # The lost context is a typed fact (DeviceError.context_lost), not a message to match.
     config = vector_add.resolve({"N": 2**20})
-    stand_in = StandIn(lost=lambda c: c.tile["threads"] == 128)
+    fewest = min(vector_add.space["threads"])
+    stand_in = StandIn(lost=lambda c: c.tile["threads"] == fewest)
     result = tune(vector_add, config, max_configs=None, open_measurer=stand_in.opener())
-    lost_at = next(i for i, r in enumerate(result.rows) if r["threads"] == 128)
+    lost_at = next(i for i, r in enumerate(result.rows) if r["threads"] == fewest)
+    assert lost_at + 1 < len(result.rows), "the lost context must come before the last candidate to test anything"
     assert len(stand_in.seen) == lost_at + 1, "measured after the context was lost"
-    assert len(result.rows) == 9  # the rest stay in the table, with why they were not measured
+    assert len(result.rows) == space_size(vector_add)  # the rest stay in the table, with why they were not measured
     assert all("not measured: the CUDA context was lost" in r["error"] for r in result.rows[lost_at + 1:])
 
 
