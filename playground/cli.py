@@ -79,6 +79,9 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
                 from .engine.tune import tune
                 result = tune(kernel, config, arch, max_configs=options.get("max_configs", 32),
                               progress=options.get("progress")).to_json()
+            elif action == "ir":
+                from .engine.ir import lower_passes
+                result = lower_passes(kernel, config, arch)
             elif action == "sweep":
                 from .engine.sweep import sweep
                 result = sweep(kernel, config, arch, progress=options.get("progress"))
@@ -130,6 +133,9 @@ def print_human(result: dict) -> None:
         print("  " + "  ".join(f"{k}={v}" for k, v in row.items() if v is not None))
     if result.get("best"):
         print(f"  best: {result['best']}")
+    for p in result.get("passes") or []:
+        folded = f"  (after {len(p['folded'])} passes that changed nothing)" if p["folded"] else ""
+        print(f"  {p['name']}: {len(p['ir'].splitlines())} lines{folded}")
     for row in result.get("rows") or []:
         series = ", ".join(f"{n} {s['median_ms']:.4f} ms" for n, s in (row.get("series") or {}).items())
         print(f"  {row['label']}: {series or row.get('error')}")
@@ -144,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     p_list = sub.add_parser("list", help="the kernels, their parameters, spaces and presets")
     p_list.add_argument("--json", action="store_true")
     for action, text in (("compile", "compile to CUDA/PTX (no GPU needed)"), ("run", "compile, verify and time"),
-                         ("tune", "search the tile space on this GPU"), ("sweep", "time across problem sizes")):
+                         ("tune", "search the tile space on this GPU"), ("sweep", "time across problem sizes"),
+                         ("ir", "the IR after each lowering pass that changed it (no GPU needed)")):
         p = sub.add_parser(action, help=text)
         p.add_argument("kernel")
         p.add_argument("--source", type=Path, help="an edited copy of the kernel file")
