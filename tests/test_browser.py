@@ -33,6 +33,9 @@ def url():
     if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
         pytest.skip(f"chromium is not installed at {CHROMIUM} (apt-get install chromium; make setup-test does)")
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
+    if os.environ.get("PLAYGROUND_URL"):  # a page served elsewhere: tests/test_docker.py points this at the image
+        yield os.environ["PLAYGROUND_URL"].rstrip("/") + "/"
+        return
     from playground.ui import serve
     demo, app, local = serve("127.0.0.1", free_port(), prevent_thread_lock=True, quiet=True)
     yield local
