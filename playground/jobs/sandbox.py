@@ -270,6 +270,9 @@ def bwrap_command(job_dir: Path, argv: list[str], gpu: bool, privileged: bool) -
             cmd += ["--dev-bind", dev, dev]
         cmd += ["--ro-bind", "/sys", "/sys"]  # CUDA reads the PCI topology and NUMA nodes
         cmd += ["--ro-bind-try", "/run/nvidia-persistenced", "/run/nvidia-persistenced"]
+    # The root bwrap built the rest on is a tmpfs, which in a user namespace belongs to the job: read-only, so that a
+    # job writes only into its own folder (bounded there), not into memory through folders such as /app.
+    cmd += ["--remount-ro", "/"]
     # "/" and not the job folder: in privileged mode the folder belongs to the job uid (0700), which the worker
     # becomes only after bwrap; it changes into the folder itself.
     cmd += ["--chdir", "/", "--"] + argv
