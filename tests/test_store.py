@@ -1,0 +1,153 @@
+"""The class's database (playground/store): it survives restarts, takes concurrent writers from threads and from
+processes, refuses rows that make no sense, and migrates once."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+import threading
+
+import pytest
+
+from playground.store import Store, StoreError
+from playground.store.db import Database, migrations
+
+
+def test_a_new_database_is_in_wal_mode_at_the_latest_schema_version(tmp_path):
+    store = Store(tmp_path / "data")
+    assert (tmp_path / "data" / "playground.sqlite3").is_file()
+    assert store.db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.db.version() == len(migrations()) >= 1
+
+
+def test_data_survive_a_restart(tmp_path):
+    store = Store(tmp_path)
+    share = store.put_share("gemm", "print('edited')\n", {"block_M": 64})
+    store.add_students({"Ada Lovelace": "secret"})
+    store.add_submission("vector_add", "Ada Lovelace", "src", {}, accepted=True, median_ms=0.5, baseline_ms=1.0)
+    store.close()
+    del store
+
+    again = Store(tmp_path)  # a new process would open it the same way
+    assert again.get_share(share)["source"] == "print('edited')\n"
+    assert again.check_student("Ada Lovelace", "secret")
+    assert [row["student"] for row in again.leaderboard("vector_add")] == ["Ada Lovelace"]
+    assert again.db.conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == len(migrations())
+
+
+def test_migrations_run_once_and_a_newer_database_is_refused(tmp_path):
+    Database(tmp_path).migrate()
+    db = Database(tmp_path)
+    assert db.migrate() == len(migrations())
+    db.conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (999, 0)")
+    with pytest.raises(StoreError, match="newer than this code"):
+        Database(tmp_path)
+
+
+def _write_submissions(data_dir: str, who: str, count: int) -> None:
+    store = Store(data_dir)
+    for i in range(count):
+        store.add_submission("softmax", who, f"source {i}", {"i": i}, accepted=True, median_ms=1.0 + i,
+                             baseline_ms=2.0)
+    store.close()
+
+
+def test_concurrent_writers_from_threads_lose_nothing(tmp_path):
+    store = Store(tmp_path)
+    errors = []
+
+    def write(who):
+        try:
+            for i in range(25):
+                store.add_submission("softmax", who, f"source {i}", {}, accepted=True, median_ms=1.0 + i)
+                store.put_share("softmax", f"{who} {i}", {})
+        except Exception as exc:  # pragma: no cover - the assertion below reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(f"student{t}",)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(store.submissions("softmax")) == 8 * 25
+    assert store.db.conn.execute("SELECT count(*) FROM shares").fetchone()[0] == 8 * 25
+    assert {r["student"] for r in store.leaderboard("softmax")} == {f"student{t}" for t in range(8)}
+
+
+def test_concurrent_writers_from_processes_lose_nothing(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_write_submissions, args=(str(tmp_path), f"p{i}", 20)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    store = Store(tmp_path)
+    assert len(store.submissions("softmax")) == 80
+    assert store.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@pytest.mark.parametrize("sql, args", [
+    # params that are not JSON
+    ("INSERT INTO submissions (exercise, student, source, params, status, median_ms, created_at) "
+     "VALUES ('e', 's', 'x', 'not json', 'accepted', 1.0, 0)", ()),
+    # an accepted submission without a time
+    ("INSERT INTO submissions (exercise, student, source, params, status, median_ms, created_at) "
+     "VALUES ('e', 's', 'x', '{}', 'accepted', NULL, 0)", ()),
+    # a refused one with a time (it was never timed)
+    ("INSERT INTO submissions (exercise, student, source, params, status, median_ms, created_at) "
+     "VALUES ('e', 's', 'x', '{}', 'refused', 1.0, 0)", ()),
+    # a status the code does not know
+    ("INSERT INTO submissions (exercise, student, source, params, status, median_ms, created_at) "
+     "VALUES ('e', 's', 'x', '{}', 'winner', 1.0, 0)", ()),
+    # a share id that is not a short alphanumeric id
+    ("INSERT INTO shares (id, kernel, source, params, created_at) VALUES ('../../etc', 'k', '', '{}', 0)", ()),
+    # a share whose params are a list, not an object
+    ("INSERT INTO shares (id, kernel, source, params, created_at) VALUES ('abcdefgh12', 'k', '', '[1]', 0)", ()),
+    # a password stored in clear
+    ("INSERT INTO students (name, password_hash, created_at) VALUES ('Ada', 'hunter2', 0)", ()),
+])
+def test_a_corrupt_row_is_refused(tmp_path, sql, args):
+    store = Store(tmp_path)
+    with pytest.raises(StoreError, match="refused"):
+        with store.db.transaction() as conn:
+            conn.execute(sql, args)
+    with pytest.raises(sqlite3.IntegrityError):  # also outside our transaction helper
+        store.db.conn.execute(sql, args)
+
+
+def test_a_refused_write_changes_nothing(tmp_path):
+    store = Store(tmp_path)
+    with pytest.raises(StoreError):
+        with store.db.transaction() as conn:
+            conn.execute("INSERT INTO submissions (exercise, student, source, params, status, median_ms, "
+                         "created_at) VALUES ('e', 's', 'x', '{}', 'accepted', 1.0, 0)")
+            conn.execute("INSERT INTO submissions (exercise, student, source, params, status, median_ms, "
+                         "created_at) VALUES ('e', 's', 'x', '{}', 'accepted', -1.0, 0)")
+    assert store.submissions() == []
+
+
+def test_passwords_are_stored_hashed_with_a_salt(tmp_path):
+    store = Store(tmp_path)
+    store.add_students({"Ada": "same", "Grace": "same"})
+    hashes = [r[0] for r in store.db.query("SELECT password_hash FROM students")]
+    assert all(h.startswith("scrypt$") and "same" not in h for h in hashes)
+    assert hashes[0] != hashes[1]
+    assert store.check_student("Ada", "same") and not store.check_student("Ada", "Same")
+    assert not store.check_student("Nobody", "same")
+
+
+def test_a_board_reset_hides_earlier_submissions_from_the_board_only(tmp_path):
+    store = Store(tmp_path)
+    store.add_submission("gemm", "Ada", "a", {}, accepted=True, median_ms=2.0, baseline_ms=1.0)
+    store.add_submission("gemm", "Ada", "b", {}, accepted=True, median_ms=1.0, baseline_ms=1.0)
+    store.add_submission("gemm", "Grace", "c", {}, accepted=False, message="wrong at a hidden shape")
+    board = store.leaderboard("gemm")
+    assert [(r["student"], r["median_ms"], r["attempts"]) for r in board] == [("Ada", 1.0, 2)]
+    store.reset_board("gemm")
+    assert store.leaderboard("gemm") == []
+    assert len(store.submissions("gemm")) == 3
+    store.add_submission("gemm", "Grace", "d", {}, accepted=True, median_ms=3.0, baseline_ms=1.5)
+    assert [(r["student"], r["speedup"]) for r in store.leaderboard("gemm")] == [("Grace", 0.5)]
+    assert json.loads(json.dumps(store.submission(4)))["source"] == "d"
