@@ -82,6 +82,11 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
             elif action == "ir":
                 from .engine.ir import lower_passes
                 result = lower_passes(kernel, config, arch)
+            elif action in ("profile", "memcheck"):
+                from .engine import profile
+                run = profile.profile if action == "profile" else profile.memcheck
+                result = run(kernel, config, arch, workdir, timeout=options.get("timeout"),
+                             progress=options.get("progress") or (lambda *_: None))
             elif action == "sweep":
                 from .engine.sweep import sweep
                 result = sweep(kernel, config, arch, progress=options.get("progress"))
@@ -151,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     p_list.add_argument("--json", action="store_true")
     for action, text in (("compile", "compile to CUDA/PTX (no GPU needed)"), ("run", "compile, verify and time"),
                          ("tune", "search the tile space on this GPU"), ("sweep", "time across problem sizes"),
-                         ("ir", "the IR after each lowering pass that changed it (no GPU needed)")):
+                         ("ir", "the IR after each lowering pass that changed it (no GPU needed)"),
+                         ("profile", "Nsight Compute over one launch: stall reasons per TileLang line"),
+                         ("memcheck", "compute-sanitizer memcheck and racecheck on the check shapes")):
         p = sub.add_parser(action, help=text)
         p.add_argument("kernel")
         p.add_argument("--source", type=Path, help="an edited copy of the kernel file")
@@ -193,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         result = {"ok": False, "kernel": args.kernel, "action": args.action, "error": err.to_json()}
     else:
         options = {k: getattr(args, k) for k in ("seed", "graph", "max_configs") if hasattr(args, k)}
+        if args.action in ("profile", "memcheck"):
+            options["timeout"] = args.timeout  # the tools run as child processes the alarm cannot reach
         if not args.json:
             options["progress"] = lambda what, frac, *_: print(f"[{frac:4.0%}] {what}", file=sys.stderr)
         with time_limit(args.timeout):
