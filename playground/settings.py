@@ -1,0 +1,229 @@
+"""Every setting of the playground in one place: what it is for, its default and the environment variable that sets it.
+
+    settings = Settings.from_env()      # once, where a process starts: app.py, the command line, a job's worker
+    serve(..., settings=settings)       # then passed down: the page, the job layer, the compile cache
+
+This is the one module of the playground that reads the environment. The job layer hands a job the few settings it
+needs through the job's own (cleared) environment, built by `to_env`, which the job's worker reads back with
+`from_env`: that is how the process limit reaches the job.
+
+Library callers that start nothing of their own (a test, `python kernels/gemm.py`) get `current()`: the settings a
+starting process installed, else the environment read once on first use.
+
+The README's table of settings is `markdown_table()`; tests/test_settings.py checks that they agree.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+GiB = 2**30
+MiB = 2**20
+
+# What a job inherits from the server's environment (besides the settings handed to it): where the compilers,
+# CUDA and Python packages are, the locale, and TileLang's, CUDA's and NVIDIA's own variables.
+INHERITED_NAMES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "TZ", "CUDA_HOME", "CUDA_PATH")
+INHERITED_PREFIXES = ("TILELANG_", "CUDA_", "NVIDIA_", "NVCC_")
+
+
+class SettingsError(ValueError):
+    """A setting's environment variable holds a value that cannot be used; the message names it."""
+
+
+def setting(default, env: str, doc: str, shown: str | None = None, *, secret: bool = False, factory=None):
+    """A field of Settings: its environment variable, what it is for, and its default as the README shows it."""
+    meta = {"env": env, "doc": doc, "shown": shown}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta, repr=not secret)
+    return field(default=default, metadata=meta, repr=not secret)
+
+
+def _bytes(n: int) -> str:
+    return f"{n // GiB} GiB" if n % GiB == 0 else f"{n // MiB} MiB"
+
+
+@dataclass(frozen=True)
+class Settings:
+    # -- the page ------------------------------------------------------------------------------------------------
+    host: str = setting("0.0.0.0", "GRADIO_SERVER_NAME", "the address the page listens on (`--host` wins)")
+    port: int = setting(7860, "GRADIO_SERVER_PORT", "the page's port (`--port` wins)")
+    password: str | None = setting(None, "PLAYGROUND_PASSWORD",
+                                   "the class password (any user name); unset with no file: no login", "unset",
+                                   secret=True)
+    password_file: Path | None = setting(None, "PLAYGROUND_PASSWORD_FILE",
+                                         "a file whose first line is the password (a Docker secret); an empty or "
+                                         "unreadable one stops the server", "unset")
+    ui_queue: int = setting(256, "PLAYGROUND_UI_QUEUE", "requests Gradio's own queue holds before it refuses more")
+    ui_concurrency: int = setting(64, "PLAYGROUND_UI_CONCURRENCY",
+                                  "engine requests the page hands the job layer at once (the job layer queues "
+                                  "CPU and GPU work itself)")
+    draft_secret: str = setting("tilelang-playground", "PLAYGROUND_DRAFT_SECRET",
+                                "key that obscures the draft kept in the browser's localStorage (not a security "
+                                "boundary)")
+    # -- a class (playground/store, playground/ui/classroom.py) ---------------------------------------------------
+    data_dir: Path = setting(None, "PLAYGROUND_DATA", "the folder of the class's SQLite database: share links, the "
+                             "roster, submissions, boards", "`./data`", factory=lambda: Path("data"))
+    teacher_password: str | None = setting(None, "PLAYGROUND_TEACHER_PASSWORD",
+                                           "the teacher's password (user name `teacher`): the teacher's view; unset: "
+                                           "no teacher's view", "unset", secret=True)
+    user_header: str | None = setting(None, "PLAYGROUND_USER_HEADER",
+                                      "a reverse proxy's authenticated-user header (e.g. `X-Forwarded-User`) "
+                                      "trusted as the student's name instead of a login", "unset")
+    # -- the engine ----------------------------------------------------------------------------------------------
+    cache_dir: Path = setting(None, "PLAYGROUND_CACHE_DIR", "where compile results and edited sources are kept",
+                              "`~/.cache/tilelang-playground`",
+                              factory=lambda: Path.home() / ".cache" / "tilelang-playground")
+    no_gpu: bool = setting(False, "PLAYGROUND_NO_GPU", "`1`: act as if no GPU were present (compile-only server)",
+                           "`0`")
+    # -- the job layer -------------------------------------------------------------------------------------------
+    sandbox: str = setting("bwrap", "PLAYGROUND_SANDBOX",
+                           "`bwrap`: each job in a bubblewrap sandbox where the host allows it; `none`: plain "
+                           "processes with limits only")
+    job_uids: bool = setting(True, "PLAYGROUND_JOB_UIDS", "`0`: a root server does not give each job a uid of its own",
+                             "`1`")
+    job_uid_base: int = setting(61000, "PLAYGROUND_JOB_UID_BASE", "the first of the 1000 uids a root server gives jobs")
+    jobs_dir: Path | None = setting(None, "PLAYGROUND_JOBS_DIR", "where the job folders are made",
+                                    "`$TMPDIR/playground-jobs-<uid>`")
+    cpu_slots: int | None = setting(None, "PLAYGROUND_CPU_SLOTS", "compiles that run at once",
+                                    "the CPU cores, at most 16")
+    spares: int | None = setting(None, "PLAYGROUND_SPARES", "pre-started compile workers waiting for a request",
+                                 "CPU slots + 1, at most 6")
+    queue_limit: int = setting(100, "PLAYGROUND_QUEUE_LIMIT", "jobs that may wait in all; past it: busy, try again")
+    session_inflight: int = setting(3, "PLAYGROUND_SESSION_INFLIGHT", "jobs one student may have running or waiting")
+    session_burst: float = setting(12.0, "PLAYGROUND_SESSION_BURST", "jobs one student may start back to back ...")
+    session_rate: float = setting(0.5, "PLAYGROUND_SESSION_RATE", "... then this many a second")
+    timeout_compile: float = setting(120.0, "PLAYGROUND_TIMEOUT_COMPILE", "seconds a compile job may take")
+    timeout_run: float = setting(300.0, "PLAYGROUND_TIMEOUT_RUN", "seconds a run job may take")
+    timeout_tune: float = setting(900.0, "PLAYGROUND_TIMEOUT_TUNE", "seconds a tune job may take")
+    timeout_sweep: float = setting(600.0, "PLAYGROUND_TIMEOUT_SWEEP", "seconds a sweep job may take")
+    ready_timeout: float = setting(120.0, "PLAYGROUND_READY_TIMEOUT",
+                                   "seconds a pre-started worker may take to import TileLang before it counts as "
+                                   "broken")
+    compile_address_space: int = setting(8 * GiB, "PLAYGROUND_COMPILE_ADDRESS_SPACE",
+                                         "bytes of address space per process of a compile job (RLIMIT_AS)")
+    compile_memory: int = setting(6 * GiB, "PLAYGROUND_COMPILE_RESIDENT",
+                                  "bytes of memory all processes of a compile job may hold")
+    gpu_memory: int = setting(32 * GiB, "PLAYGROUND_GPU_RESIDENT",
+                              "bytes of host memory all processes of a run, tune or sweep job may hold")
+    file_size: int = setting(256 * MiB, "PLAYGROUND_FILE_SIZE", "bytes of one file a job writes (RLIMIT_FSIZE)")
+    disk: int = setting(1 * GiB, "PLAYGROUND_DISK", "bytes of all a job's files")
+    open_files: int = setting(1024, "PLAYGROUND_OPEN_FILES", "files a job's process may hold open")
+    processes: int = setting(512, "PLAYGROUND_PROCESSES",
+                             "processes and threads of one job (RLIMIT_NPROC inside its sandbox)")
+    threads: int = setting(4, "PLAYGROUND_THREADS", "threads of a job's OpenMP, MKL and TVM pools")
+    result_bytes: int = setting(32 * MiB, "PLAYGROUND_RESULT_BYTES", "bytes of a job's answer")
+    stderr_bytes: int = setting(8 * MiB, "PLAYGROUND_STDERR_BYTES", "bytes a job may print before it is stopped")
+    # -- inherited -----------------------------------------------------------------------------------------------
+    inherited: tuple[tuple[str, str], ...] = setting(
+        (), ", ".join([*INHERITED_NAMES, *(p + "*" for p in INHERITED_PREFIXES)]),
+        "passed on to jobs as they are: where compilers, CUDA and packages are, the locale, TileLang's and CUDA's "
+        "own variables", "the server's")
+
+    # -- reading and writing ---------------------------------------------------------------------------------------
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> "Settings":
+        """The settings the environment `env` gives (a variable unset or empty keeps the default)."""
+        values: dict = {}
+        for f in dataclasses.fields(cls):
+            if f.name == "inherited":
+                values[f.name] = tuple(sorted((k, v) for k, v in env.items()
+                                              if k in INHERITED_NAMES or k.startswith(INHERITED_PREFIXES)))
+                continue
+            text = env.get(f.metadata["env"])
+            if text is None or text.strip() == "":
+                continue
+            values[f.name] = _parse(f, text.strip())
+        return cls(**values)
+
+    def to_env(self, *names: str) -> dict[str, str]:
+        """The environment that gives these settings back through `from_env` (for a job's worker)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            if f.name in names:
+                value = getattr(self, f.name)
+                if value is not None:
+                    out[f.metadata["env"]] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        return out
+
+    def replace(self, **changes) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+    # -- derived ---------------------------------------------------------------------------------------------------
+    @property
+    def inherited_env(self) -> dict[str, str]:
+        return dict(self.inherited)
+
+    def timeout(self, action: str) -> float:
+        return float(getattr(self, f"timeout_{action}"))
+
+    def install(self) -> "Settings":
+        """Make these the settings `current()` answers in this process (a starting process calls it once)."""
+        global _current
+        _current = self
+        return self
+
+
+def _parse(f: dataclasses.Field, text: str):
+    kind = str(f.type)
+    try:
+        if kind.startswith("bool"):
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        if kind.startswith("int"):
+            return int(float(text)) if "e" in text.lower() else int(text)
+        if kind.startswith("float"):
+            return float(text)
+        if kind.startswith("Path"):
+            return Path(text).expanduser()
+        return text
+    except ValueError:
+        raise SettingsError(f"{f.metadata['env']}={text!r} is not a valid value: {f.metadata['env']} is "
+                            f"{f.metadata['doc']} ({kind.split(' ')[0]})") from None
+
+
+_current: Settings | None = None
+
+
+def current() -> Settings:
+    """The settings of this process: those a starting process installed, else the environment read once."""
+    global _current
+    if _current is None:
+        _current = Settings.from_env()
+    return _current
+
+
+def shown_default(f: dataclasses.Field) -> str:
+    if f.metadata["shown"] is not None:
+        return f.metadata["shown"]
+    value = f.default
+    if isinstance(value, bool):
+        return "`1`" if value else "`0`"
+    if isinstance(value, int) and value >= MiB and "bytes" in f.metadata["doc"]:
+        return f"`{value}` ({_bytes(value)})"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"`{value}`"
+
+
+def markdown_table() -> str:
+    """The README's table of settings, made from the fields above."""
+    rows = ["| setting | environment variable | default | what it is for |", "|---|---|---|---|"]
+    for f in dataclasses.fields(Settings):
+        env = ", ".join(f"`{e}`" for e in f.metadata["env"].split(", "))
+        rows.append(f"| `{f.name}` | {env} | {shown_default(f)} | {f.metadata['doc']} |")
+    return "\n".join(rows) + "\n"
+
+
+def tell_tilelang_compile_timeout(seconds: float) -> None:
+    """TileLang reads its nvcc time limit from its own environment variable: set it for this process."""
+    os.environ["TILELANG_COMPILE_TIMEOUT_SECONDS"] = str(int(seconds))
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
