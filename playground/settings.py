@@ -116,6 +116,9 @@ class Settings:
     threads: int = setting(4, "PLAYGROUND_THREADS", "threads of a job's OpenMP, MKL and TVM pools")
     result_bytes: int = setting(32 * MiB, "PLAYGROUND_RESULT_BYTES", "bytes of a job's answer")
     stderr_bytes: int = setting(8 * MiB, "PLAYGROUND_STDERR_BYTES", "bytes a job may print before it is stopped")
+    ray: str | None = setting(None, "PLAYGROUND_RAY",
+                              "a Ray cluster's head (`host:6379`): jobs run on its nodes (README: Several servers: "
+                              "Ray); unset: on this server", "unset")
     # -- inherited -----------------------------------------------------------------------------------------------
     inherited: tuple[tuple[str, str], ...] = setting(
         (), ", ".join([*INHERITED_NAMES, *(p + "*" for p in INHERITED_PREFIXES)]),
