@@ -205,3 +205,38 @@ def test_without_a_gpu_profile_and_memcheck_say_so(action):
         pytest.skip("this machine has a GPU")
     result = execute(action, "vector_add", None, {"N": 4096}, "sm_90a")
     assert not result["ok"] and result["error"]["stage"] == "device" and "GPU" in result["error"]["message"]
+
+
+def test_the_profile_tab_shows_the_stalls_per_tilelang_line_and_the_memcheck_errors_with_lines(vector_add_build):
+    import base64
+    from playground.engine.profile import STALL_MEANING
+    from playground.ui.profile_view import memcheck_html, profile_html, report_file
+    kernel, info = vector_add_build
+    table = info["sass"][info["functions"][0]]
+    load = next(i for i, r in enumerate(table) if r["opcode"] == "LDG")
+    rows = parse_source(source_page(table, {load: {"long_sb": 9}, load + 1: {"barrier": 1}}))[0]["rows"]
+    result = {"ok": True, "kernel": "vector_add", "function": "main_kernel", "details": parse_details(DETAILS),
+              "stall_reasons": stall_reasons(parse_raw(RAW)[0]), "stall_meaning": STALL_MEANING,
+              "source": stalls_by_line(rows, table, info["line_map"], kernel.source),
+              "report_name": "vector_add.ncu-rep", "report_b64": base64.b64encode(b"NCU").decode()}
+    page = profile_html(result)
+    line = user_line(table[load]["cuda_line"], info["line_map"])
+    assert f'data-line="{line}"' in page and "long_sb" in page
+    assert html_escape(kernel.source.splitlines()[line - 1].strip()) in page
+    assert "84.31 %" in page and "SOLBottleneck" in page and "long_scoreboard" in page
+    assert report_file(result) == ("vector_add.ncu-rep", b"NCU")
+
+    report = parse_sanitizer(memcheck_log(table[load]["offset"], 1))
+    for e in report["errors"]:
+        e["line"] = locate(e, info["sass"], info["line_map"])
+        e["code"] = kernel.source.splitlines()[e["line"] - 1].strip()
+    runs = [{"tool": "memcheck", "guards": True, "problems": [{"N": 1000003}], "errors": [], "error_count": 0},
+            {"tool": "memcheck", "guards": False, "problems": [{"N": 1000003}], **report}]
+    page = memcheck_html({"ok": True, "runs": runs})
+    assert "memcheck: no errors" in page and f'data-line="{line}"' in page and "Invalid __global__ read" in page
+    assert "your own masking is missing" in page
+
+
+def html_escape(text):
+    import html
+    return html.escape(text)
