@@ -4,9 +4,10 @@
 
 An allowlist, as a container engine's default profile is: every Linux system call named in the kernel's headers
 (x86-64 and the generic table arm64 uses) is allowed except those in DENIED below; a call the headers do not name (one
-added to a later kernel) fails with ENOSYS. DENIED holds what Docker's and podman's default profiles refuse a
-container without extra capabilities. What those defaults refuse but bubblewrap needs to build each job's sandbox is
-in BWRAP, allowed here; deploy/README.md says why each is safe to allow.
+added to a later kernel) fails with ENOSYS. DENIED holds what Docker's or podman's default profile refuses a
+container without extra capabilities, and ptrace and its relatives, which nothing in the image needs. What those
+defaults allow only with CAP_SYS_ADMIN but bubblewrap needs to build each job's sandbox is in BWRAP, allowed here;
+deploy/README.md says why that is safe.
 """
 import json
 import re
@@ -41,7 +42,7 @@ DENIED = {
     "enter another process's namespaces (bubblewrap makes new ones and never joins one)": ["setns"],
 }
 
-# Refused by Docker's default profile to a container without CAP_SYS_ADMIN, allowed here: bubblewrap runs each job in
+# Allowed by Docker's default profile mostly only with CAP_SYS_ADMIN, allowed here: bubblewrap runs each job in
 # new namespaces, as the app's own non-root user. Inside a new user namespace these act on the job's own namespaces
 # only; the kernel checks the capabilities bubblewrap holds there, not the container's.
 BWRAP = {

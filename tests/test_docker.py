@@ -8,7 +8,8 @@ through the page's API with the wheel's nvcc (the image has no CUDA toolkit); ho
 container's /tmp or read outside their folder; the profile is in force; the data volume is the app's; and the
 browser test (tests/test_browser.py) passes against the container's page.
 
-A plain `pytest` skips this (building takes minutes): set PLAYGROUND_IMAGE_TEST=1, as `make image-test` does."""
+A plain `pytest` skips the container's tests (building takes minutes): set PLAYGROUND_IMAGE_TEST=1, as
+`make image-test` does."""
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ import pytest
 from conftest import ROOT
 from test_jobs_hostile import expectation, hostile_source
 
-pytestmark = [pytest.mark.image, pytest.mark.timeout(2400)]
+pytestmark = pytest.mark.timeout(2400)
 
 IMAGE = os.environ.get("PLAYGROUND_IMAGE", "tilelang-playground:cpu-test")
 SCRIPT = str(ROOT / "deploy" / "image.sh")
@@ -33,9 +34,6 @@ ARTIFACTS = ROOT / "tests" / "artifacts"
 APP_UID = 1000
 SECRET = f"SERVER_SECRET={uuid.uuid4().hex}"  # in the server's environment only
 
-if not os.environ.get("PLAYGROUND_IMAGE_TEST"):
-    pytest.skip("builds and runs the Docker image (minutes): `make image-test` runs it (PLAYGROUND_IMAGE_TEST=1); "
-                ".ci/run does", allow_module_level=True)
 
 
 def image_sh(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
@@ -53,6 +51,9 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def image():
+    if not os.environ.get("PLAYGROUND_IMAGE_TEST"):
+        pytest.skip("builds and runs the Docker image (minutes): `make image-test` runs it (PLAYGROUND_IMAGE_TEST=1); "
+                    ".ci/run does")
     docker_daemon = shutil.which("docker") and subprocess.run(["docker", "info"], capture_output=True).returncode == 0
     if not (docker_daemon or shutil.which("podman") or shutil.which("apt-get")):
         pytest.skip("no container engine: no Docker daemon answers, and podman is neither here nor installable "
@@ -60,9 +61,9 @@ def image():
     ARTIFACTS.mkdir(exist_ok=True)
     started = time.monotonic()
     proc = image_sh("build", IMAGE, "cpu", timeout=2000, check=False)
-    (ARTIFACTS / "image-build.log").write_text(proc.stdout + proc.stderr)
+    took = f"image {IMAGE}: deploy/image.sh build took {time.monotonic() - started:.0f} s, rc {proc.returncode}\n"
+    (ARTIFACTS / "image-build.log").write_text(took + proc.stdout + proc.stderr)
     assert proc.returncode == 0, f"the image did not build (tests/artifacts/image-build.log):\n{proc.stderr[-4000:]}"
-    print(f"\nimage {IMAGE} built in {time.monotonic() - started:.0f} s with {image_sh('engine').stdout.strip()}")
     return IMAGE
 
 
@@ -118,6 +119,7 @@ def api(url: str, kernel: str, source: str, params: dict) -> dict:
 
 
 # -- the tests ------------------------------------------------------------------------------------------------------
+@pytest.mark.image
 def test_health_answers_and_the_images_healthcheck_passes(container):
     name, url, _ = container
     body = health(url)
@@ -131,6 +133,7 @@ def test_health_answers_and_the_images_healthcheck_passes(container):
     assert ran.returncode == 0, ran.stderr
 
 
+@pytest.mark.image
 def test_the_server_runs_as_uid_1000_with_jobs_in_a_user_namespace(container):
     name, url, _ = container
     find = ("import os\n"
@@ -151,6 +154,7 @@ def test_the_server_runs_as_uid_1000_with_jobs_in_a_user_namespace(container):
         f"jobs are not sandboxed in the container: {health(url)['sandbox_why']}"
 
 
+@pytest.mark.image
 def test_the_image_has_no_cuda_toolkit_and_compiles_the_gemm_through_the_page_api(container):
     name, url, _ = container
     toolkit = in_container(name, "sh", "-c", "command -v nvcc || ls -d /usr/local/cuda* 2>/dev/null")
@@ -161,6 +165,7 @@ def test_the_image_has_no_cuda_toolkit_and_compiles_the_gemm_through_the_page_ap
     assert result["resources"]["registers"] and "__global__" in result["cuda"]
 
 
+@pytest.mark.image
 def test_a_hostile_job_cannot_write_the_containers_tmp_or_the_code(container):
     name, url, _ = container
     want = expectation(ROOT / "tests" / "hostile" / "os_system.py")
@@ -171,6 +176,7 @@ def test_a_hostile_job_cannot_write_the_containers_tmp_or_the_code(container):
     assert left.stdout.strip() == "", f"a job wrote outside its folder: {left.stdout}"
 
 
+@pytest.mark.image
 def test_a_hostile_job_reads_nothing_of_the_server_or_the_repository(container):
     """The corpus's read_outside, and what it may find: /proc/1 is readable to a job in a user namespace because
     pid 1 of the job's own pid namespace is its bwrap, under the job's uid; its environment must be the job's
@@ -189,6 +195,7 @@ def test_a_hostile_job_reads_nothing_of_the_server_or_the_repository(container):
     assert SECRET.split("=")[1] not in seen, "the server's environment reached a job"
 
 
+@pytest.mark.image
 def test_the_seccomp_profile_is_in_force(container):
     """add_key is one of the calls the profile refuses (the engine's own default profile may allow it)."""
     name, _, _ = container
@@ -198,6 +205,7 @@ def test_the_seccomp_profile_is_in_force(container):
     assert proc.stdout.split() == ["-1", "1"], f"add_key was not refused with EPERM: {proc.stdout} {proc.stderr}"
 
 
+@pytest.mark.image
 def test_the_data_volume_is_the_apps_to_write(container):
     name, _, data = container
     env = in_container(name, "printenv", "PLAYGROUND_DATA")
@@ -208,6 +216,7 @@ def test_the_data_volume_is_the_apps_to_write(container):
     assert kept.read_text() == "kept\n" and kept.stat().st_uid == APP_UID
 
 
+@pytest.mark.image
 def test_the_browser_test_passes_against_the_containers_page(container):
     _, url, _ = container
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -216,3 +225,14 @@ def test_the_browser_test_passes_against_the_containers_page(container):
                           timeout=900)
     tail = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0 and " passed" in tail and "skipped" not in tail.splitlines()[-1], tail
+
+
+def test_the_seccomp_profile_is_what_its_generator_writes():
+    """deploy/seccomp-bwrap.json is written by deploy/seccomp.py: an edit of one without the other fails here."""
+    headers = [Path(h) for h in ("/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm-generic/unistd.h")]
+    if not all(h.exists() for h in headers):
+        pytest.skip("the kernel's system call tables are not here (apt-get install linux-libc-dev)")
+    proc = subprocess.run([sys.executable, str(ROOT / "deploy" / "seccomp.py")], capture_output=True, text=True,
+                          check=True)
+    assert json.loads(proc.stdout) == json.loads((ROOT / "deploy" / "seccomp-bwrap.json").read_text()), \
+        "run: python3 deploy/seccomp.py > deploy/seccomp-bwrap.json"
