@@ -99,6 +99,11 @@ class Settings:
     timeout_run: float = setting(300.0, "PLAYGROUND_TIMEOUT_RUN", "seconds a run job may take")
     timeout_tune: float = setting(900.0, "PLAYGROUND_TIMEOUT_TUNE", "seconds a tune job may take")
     timeout_sweep: float = setting(600.0, "PLAYGROUND_TIMEOUT_SWEEP", "seconds a sweep job may take")
+    timeout_ir: float = setting(120.0, "PLAYGROUND_TIMEOUT_IR", "seconds a lowering (IR pass by pass) job may take")
+    timeout_profile: float = setting(300.0, "PLAYGROUND_TIMEOUT_PROFILE",
+                                     "seconds an Nsight Compute profile job may take")
+    timeout_memcheck: float = setting(600.0, "PLAYGROUND_TIMEOUT_MEMCHECK",
+                                      "seconds a compute-sanitizer memcheck + racecheck job may take")
     ready_timeout: float = setting(120.0, "PLAYGROUND_READY_TIMEOUT",
                                    "seconds a pre-started worker may take to import TileLang before it counts as "
                                    "broken")

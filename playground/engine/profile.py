@@ -78,7 +78,9 @@ STALL_MEANING = {
 # -- tools --------------------------------------------------------------------------------------------------------
 def find_tool(name: str) -> str | None:
     """ncu, compute-sanitizer, ptxas, nvdisasm: the CUDA toolkit's, else PATH, else a NVIDIA wheel's."""
-    for folder in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+    from ..settings import current
+    env = current().inherited_env
+    for folder in (env.get("CUDA_HOME"), env.get("CUDA_PATH"), "/usr/local/cuda"):
         if folder and (Path(folder) / "bin" / name).exists():
             return str(Path(folder) / "bin" / name)
     return find_cuda_tool(name)
@@ -401,11 +403,9 @@ def locate(error: dict, tables: dict[str, list[dict]], line_map: list, cuda_file
 # -- running --------------------------------------------------------------------------------------------------------
 def _run_tool(cmd: list[str], folder: Path, timeout: float, name: str) -> tuple[int, str]:
     """Run a profiler/sanitizer command in its own process group, its output in a file; kill the group on timeout."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     log_path = folder / f"{name}.out"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=folder, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True)
         try:
             rc = proc.wait(timeout=max(1.0, timeout))
         except subprocess.TimeoutExpired:
@@ -432,8 +432,13 @@ def _spec(kernel: Kernel, config: Config, arch: str, folder: Path, mode: str, pr
     return path
 
 
+LAUNCH = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from playground.engine.profile_target import main; "
+          "sys.exit(main(sys.argv[1:]))")
+
+
 def _launcher(spec: Path) -> list[str]:
-    return [sys.executable, "-m", "playground.engine.profile_target", str(spec)]
+    """python -m playground.engine.profile_target SPEC, from this checkout whatever the tool's folder and path."""
+    return [sys.executable, "-c", LAUNCH, str(ROOT), str(spec)]
 
 
 def _launcher_outcome(folder: Path, log: str) -> list[dict]:
