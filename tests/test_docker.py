@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from playground.jobs.sandbox import INSIDE
 from test_jobs_hostile import expectation, hostile_source
 
 pytestmark = pytest.mark.timeout(2400)
@@ -191,7 +192,7 @@ def test_a_hostile_job_reads_nothing_of_the_server_or_the_repository(container):
                      ".replace(bytes(1), b' ').decode())\n")
     result = api(url, "vector_add", kernel.replace(anchor, dump, 1), {})
     seen = result["error"]["message"] + result["error"]["log"]
-    assert "PLAYGROUND_JOB_DIR=" in seen, seen[-2000:]  # it read the environment, and that is the job's
+    assert f"HOME={INSIDE} " in seen, seen[-2000:]  # it read the environment, and that is the job's
     assert SECRET.split("=")[1] not in seen, "the server's environment reached a job"
 
 
