@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "WarpStateStats",
                 "SourceCounters")
 SANITIZER_TOOLS = ("memcheck", "racecheck")
-REPORT_LIMIT = 24 * 2**20     # bytes of .ncu-rep sent back (base64) for download; a GEMM's is a few MiB
+REPORT_LIMIT = 16 * 2**20     # bytes of .ncu-rep sent back (base64, 4/3 of that) for download; a GEMM's is a few MiB
 ERROR_LIMIT = 100             # sanitizer errors kept (the tool is told to print no more than this)
 GUARDS_OFF = {"tl.disable_safe_memory_legalize": True}
 

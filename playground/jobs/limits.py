@@ -22,7 +22,9 @@ def _env(name: str, default: float) -> float:
 
 # Wall-clock seconds for a whole job, per action (the caller may ask for less or, for a grader, more).
 TIMEOUTS = {"compile": _env("TIMEOUT_COMPILE", 120), "run": _env("TIMEOUT_RUN", 300),
-            "tune": _env("TIMEOUT_TUNE", 900), "sweep": _env("TIMEOUT_SWEEP", 600)}
+            "tune": _env("TIMEOUT_TUNE", 900), "sweep": _env("TIMEOUT_SWEEP", 600),
+            "ir": _env("TIMEOUT_IR", 120), "profile": _env("TIMEOUT_PROFILE", 300),
+            "memcheck": _env("TIMEOUT_MEMCHECK", 600)}
 GRACE = 5.0  # seconds between the job's own alarm (which names the user's line) and the hard kill from outside
 READY_TIMEOUT = _env("READY_TIMEOUT", 120)  # a pre-started worker that has not imported TileLang by then is broken
 

@@ -1,4 +1,5 @@
-"""The named API endpoints `compile`, `run`, `tune` and `sweep`: (kernel, source, params) → the engine's JSON.
+"""The named API endpoints `compile`, `run`, `tune`, `sweep`, `ir`, `profile` and `memcheck`: (kernel, source,
+params) → the engine's JSON.
 
     from gradio_client import Client
     client = Client("http://localhost:7860/")
@@ -56,7 +57,25 @@ def sweep(kernel: str, source: str = "", params: dict | None = None, request: gr
     return call("sweep", kernel, source, params, request)
 
 
+def ir(kernel: str, source: str = "", params: dict | None = None, request: gr.Request = None) -> dict:
+    """The TileLang/TVM IR after each lowering pass that changed it, in order; the passes that changed nothing are
+    named in `folded` (no GPU needed)."""
+    return call("ir", kernel, source, params, request)
+
+
+def profile(kernel: str, source: str = "", params: dict | None = None, request: gr.Request = None) -> dict:
+    """Nsight Compute over one launch: speed of light, occupancy, memory workload, warp stall reasons, stall samples
+    per line of the source, and the .ncu-rep (base64, `report_b64`) for Nsight Compute's UI (needs a GPU)."""
+    return call("profile", kernel, source, params, request)
+
+
+def memcheck(kernel: str, source: str = "", params: dict | None = None, request: gr.Request = None) -> dict:
+    """compute-sanitizer memcheck (as compiled and without TileLang's bounds guards) and racecheck on the kernel's
+    check shapes: each error with the source line (needs a GPU)."""
+    return call("memcheck", kernel, source, params, request)
+
+
 def register(concurrency_limit: int | None, concurrency_id: str) -> None:
-    """Add the four endpoints to the Blocks being built (call inside `with gr.Blocks():`)."""
-    for fn in (compile, run, tune, sweep):
+    """Add the endpoints to the Blocks being built (call inside `with gr.Blocks():`)."""
+    for fn in (compile, run, tune, sweep, ir, profile, memcheck):
         gr.api(fn, api_name=fn.__name__, concurrency_limit=concurrency_limit, concurrency_id=concurrency_id)

@@ -11,6 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from . import api, charts, controls as ctl, gateway, history as hist, views
+from . import insight_tabs  # the Lowering and Profile tabs, the roofline (issue 21)
 from .highlight import code_html, source_line_choices
 from .styles import SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
 
@@ -150,6 +151,7 @@ class Page:
                         with gr.Column(scale=3):
                             self.speed_plot = gr.Plot(label="Kernel vs baselines", visible=False,
                                                       elem_id="pg-speed-plot")
+                            self.roofline_plot = gr.Plot(label="Roofline", visible=False, elem_id="pg-roofline-plot")
                         with gr.Column(scale=4):
                             self.speed = gr.HTML(views.speed_html(None), elem_id="pg-speed")
                 with gr.Tab("Size sweep", id="sweep"):
@@ -181,6 +183,7 @@ class Page:
                     self.diff = gr.HTML(views.placeholder("Compile twice (say, before and after an edit) and pick "
                                                           "the two here to see how the CUDA changed."),
                                         elem_id="pg-diff")
+                insight_tabs.build(self)
 
             api.register(ENGINE_CONCURRENCY, "engine")
             self.wire(demo)
@@ -276,7 +279,7 @@ class Page:
                self.resources: views.resources_html(None),
                self.cu_dl: gr.update(value=None, interactive=False)}
         out.update({self.verify: views.verification_html(None), self.speed: views.speed_html(None),
-                    self.speed_plot: plot(None)})  # results of another kernel would mislead
+                    self.speed_plot: plot(None), self.roofline_plot: plot(None)})  # another kernel's would mislead
         out.update(self.slot_updates(c, values))
         out.update(self.panes(None))
         out.update(self.error_outputs(None, source))
@@ -402,6 +405,7 @@ class Page:
         out[self.verify] = views.verification_html(result)
         out[self.speed] = views.speed_html(result)
         out[self.speed_plot] = plot(charts.speed_figure(result))
+        out[self.roofline_plot] = insight_tabs.roofline_update(result)
         failed = any(not v.get("passed") for v in result.get("verification") or [])
         if result.get("timing") or failed:
             out[self.results_tabs] = gr.Tabs(selected="correctness" if failed else "speed")
@@ -456,7 +460,7 @@ class Page:
                       self.resources, self.cu_dl, self.cuda, self.ptx, self.sass, self.host, self.src_line,
                       self.error_box,
                       self.log_acc, self.log, self.error_line, self.draft, self.share, self.py_dl, *self.p_slots,
-                      *self.t_slots, self.verify, self.speed, self.speed_plot}
+                      *self.t_slots, self.verify, self.speed, self.speed_plot, self.roofline_plot}
         demo.load(self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
                   **light)
         self.kernel.input(self.on_kernel, self.setup, everything, api_visibility="private", **light)
@@ -481,7 +485,7 @@ class Page:
         self.compile_btn.click(self.on_compile, inputs, common | compiled, **engine_kw).then(
             None, [self.error_line], None, js=SCROLL_TO_ERROR_JS).then(None, None, None, js=SCROLL_TO_MARK_JS)
         self.run_btn.click(self.on_run, inputs, common | compiled | {
-            self.verify, self.speed, self.speed_plot, self.results_tabs}, **engine_kw).then(
+            self.verify, self.speed, self.speed_plot, self.roofline_plot, self.results_tabs}, **engine_kw).then(
             None, [self.error_line], None, js=SCROLL_TO_ERROR_JS)
         self.tune_btn.click(self.on_tune, self.setup, common | {
             self.tuned, self.tune_summary, self.tune_plot, self.tune_table, self.apply_best, self.results_tabs},
@@ -499,6 +503,7 @@ class Page:
         for comp in (self.cmp_a, self.cmp_b):
             comp.change(self.on_compare, [self.history, self.cmp_a, self.cmp_b], self.diff,
                         api_visibility="private", **light)
+        insight_tabs.wire(self)
 
 
 def build_demo() -> gr.Blocks:
