@@ -62,10 +62,19 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
             arch: str | None = None, workdir: str | None = None, **options) -> dict:
     """One engine call as JSON: what the command line prints and what a job returns. Never raises for user errors."""
     from .engine import catalogue
+    from .engine.user_kernel import entry_from
     result: dict = {"ok": False, "kernel": kernel_name, "action": action}
     try:
         with contextlib.redirect_stdout(sys.stderr):  # a print() in the user's code must not corrupt our JSON
-            kernel = catalogue.load(kernel_name, source, workdir)
+            if action in ("build_submission", "grade"):  # an exercise's submission: no catalogue kernel
+                from .engine.grading import execute as grading_execute
+                result.update(grading_execute(action, source, params or {}, arch, workdir, options.get("progress")))
+                return _jsonable({**result, "action": action})
+            # kernel_name: a catalogue kernel, a file's path, or "" with the source; `entry` picks among several
+            kernel = catalogue.load(kernel_name, source, workdir, entry=entry_from(params))
+            if action == "describe":  # the parameters the page builds its controls from
+                return _jsonable({"ok": True, "action": action, "kernel": kernel.name, **kernel.describe(),
+                                  "error": None})
             config = kernel.resolve(params or {})
             result["config"] = config.to_json()
             if action == "compile":
@@ -126,12 +135,16 @@ def print_human(result: dict) -> None:
         print(f"  registers {r['registers']}, shared memory {r['shared_bytes']} B, spills {r['spill_bytes']} B, "
               f"grid {r.get('grid')}, block {r.get('block')}")
     for v in result.get("verification") or []:
-        print(f"  {'PASS' if v['passed'] else 'FAIL'} {v['label']}: rel error {v['rel_error']}, "
+        verdict = ("FAIL" if not v["passed"] else "PASS" if v.get("verified", True) else "RAN, NOT VERIFIED")
+        print(f"  {verdict} {v['label']}: rel error {v['rel_error']}, "
               f"max abs {v['max_abs_error']}" + ("" if v["passed"] else f", {v['message']}"))
     if result.get("timing"):
         t = result["timing"]
         print(f"  kernel   {t['median_ms']:.4f} ms [{t['p20_ms']:.4f}, {t['p80_ms']:.4f}]  "
-              f"{result['tflops']:.1f} TFLOP/s  {result['gbps']:.0f} GB/s")
+              + (f"{result['tflops']:.1f} TFLOP/s  " if result.get("tflops") is not None else "")
+              + f"{result['gbps']:.0f} GB/s")
+        if result.get("verified") is False:
+            print(f"  NOT VERIFIED: {result.get('verification_note')}")
         for name, b in result.get("baselines", {}).items():
             print(f"  {name}: {b['median_ms']:.4f} ms  (kernel is {b['speedup']:.2f}× its speed)")
     for row in result.get("table") or []:
@@ -144,6 +157,9 @@ def print_human(result: dict) -> None:
     for row in result.get("rows") or []:
         series = ", ".join(f"{n} {s['median_ms']:.4f} ms" for n, s in (row.get("series") or {}).items())
         print(f"  {row['label']}: {series or row.get('error')}")
+    for w in result.get("warnings") or []:
+        where = f" at line {w['line']}" if w.get("line") else ""
+        print(f"  warning{where}: {w['message']}")
     if result.get("error"):
         _print_error(result["error"])
 
@@ -154,14 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="action", required=True)
     p_list = sub.add_parser("list", help="the kernels, their parameters, spaces and presets")
     p_list.add_argument("--json", action="store_true")
-    for action, text in (("compile", "compile to CUDA/PTX (no GPU needed)"), ("run", "compile, verify and time"),
+    for action, text in (("describe", "a kernel's parameters, read from its source (no GPU needed)"),
+                         ("compile", "compile to CUDA/PTX (no GPU needed)"), ("run", "compile, verify and time"),
                          ("tune", "search the tile space on this GPU"), ("sweep", "time across problem sizes"),
                          ("ir", "the IR after each lowering pass that changed it (no GPU needed)"),
                          ("profile", "Nsight Compute over one launch: stall reasons per TileLang line"),
                          ("memcheck", "compute-sanitizer memcheck and racecheck on the check shapes")):
         p = sub.add_parser(action, help=text)
-        p.add_argument("kernel")
+        p.add_argument("kernel", help="a kernel of the catalogue, or the path of any TileLang file")
         p.add_argument("--source", type=Path, help="an edited copy of the kernel file")
+        p.add_argument("--entry", help="which kernel of a file that defines several (its function's name)")
         p.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
                        help="a parameter: a problem size, dtype, a tile parameter or preset=LABEL")
         p.add_argument("--params", help="parameters as a JSON object (merged under --set)")
@@ -194,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         params = json.loads(args.params) if args.params else {}
         params.update(parse_sets(args.sets))
-        source = args.source.read_text() if args.source else None
+        if args.entry:
+            params["entry"] = args.entry
+        from .engine.source import read_source
+        source = read_source(args.source) if args.source else None
     except (OSError, ValueError, StageError) as exc:
         err = exc if isinstance(exc, StageError) else StageError("parameters", str(exc))
         result = {"ok": False, "kernel": args.kernel, "action": args.action, "error": err.to_json()}

@@ -21,11 +21,15 @@ needs to compile, check and time it. The names it must define:
 
 and may define OPTIONS ({name: [values]}: choices that are not tuned, such as the epilogue's activation).
 
+Any other TileLang file is a kernel too (user_kernel.py): a `@tilelang.jit` function, a function returning a
+`@T.prim_func` or a module-level `@T.prim_func`; for it every name above is optional and inferred where missing.
+
 Functions are called with just the keyword arguments they name, so `def flops(M, N, K)` is enough.
 """
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -152,6 +156,53 @@ class Kernel:
     def default_config(self) -> Config:
         return self.resolve({})
 
+    # -- what the engine asks of every kernel (a user's file answers these its own way: user_kernel.py) ---------
+    def prim_func(self, config: Config):
+        """The @T.prim_func at `config`."""
+        return self.factory(**config.factory_kwargs())
+
+    out_idx = None             # the output buffers' positions, where the kernel says (@tilelang.jit(out_idx=...))
+    has_reference = True
+    verification_note = None   # why a result is not verified, where it cannot be
+    import_warning = None
+
+    @property
+    def pass_configs(self) -> dict:
+        return {}
+
+    @property
+    def check_shapes(self) -> list[dict]:
+        return list(self.module.CHECK_SHAPES)
+
+    @property
+    def fingerprint(self) -> str:
+        """The text a compile depends on besides the parameters (the compile cache's key)."""
+        return self.source
+
+    def tune_configs(self) -> list[dict] | None:
+        """An explicit list of tile configs to tune over, or None for every combination of SPACE."""
+        return None
+
+    def run_params(self, config: Config) -> dict:
+        """What the reference and the baselines may depend on: the problem, the dtype and the OPTIONS (an
+        epilogue's activation, say), never the tile sizes."""
+        return {**config.problem, **{k: v for k, v in config.tile.items() if k in self.options},
+                "dtype": config.dtype}
+
+    def make_inputs(self, params: dict, func, device: str, generator) -> tuple:
+        from .verify import torch_dtype
+        made = call_with(self.module.make_inputs, **{**params, "dtype": torch_dtype(params["dtype"])},
+                         device=device, generator=generator)
+        return tuple(made) if isinstance(made, (tuple, list)) else (made,)
+
+    def output_positions(self, func, n_inputs: int | None = None) -> list[int]:
+        """The positions of the output buffers among the prim_func's buffers: those after the inputs."""
+        n = len([p for p in func.params if p in func.buffer_map])
+        return list(range(n_inputs, n)) if n_inputs is not None else []
+
+    def reference(self, inputs: tuple, params: dict):
+        return call_with(self.module.reference, *inputs, **params)
+
     # -- turning user choices into a Config ------------------------------------------------------------------
     def resolve(self, values: dict[str, Any]) -> Config:
         """Merge `values` (a preset label under "preset", problem sizes, "dtype", tile parameters; strings are
@@ -189,7 +240,7 @@ class Kernel:
     def check_problems(self, problem: dict) -> list[dict]:
         """The problems verification runs on: each CHECK_SHAPES entry merged over `problem`, then `problem` itself."""
         out = []
-        for shape in list(self.module.CHECK_SHAPES) + [{}]:
+        for shape in list(self.check_shapes) + [{}]:
             p = {**problem, **shape}
             if p not in out:
                 out.append(p)
@@ -259,19 +310,68 @@ def builtin_source(name: str) -> str:
     return builtin_path(name).read_text()
 
 
-def load(name: str, source: str | None = None, workdir: Path | None = None) -> Kernel:
-    """The kernel `name`, from the catalogue's file or from edited `source` text (written under `workdir`)."""
-    builtin = builtin_path(name)
-    if source is None or source == builtin.read_text():
-        return load_file(name, builtin)
+def is_path(name: str) -> bool:
+    """Does the command line's kernel argument name a file rather than a catalogue kernel?"""
+    return bool(name) and (name.endswith(".py") or "/" in name or os.sep in name)
+
+
+def load(name: str, source: str | dict[str, str] | None = None, workdir: Path | None = None,
+         entry: str | None = None) -> Kernel:
+    """A kernel from one of:
+    - `name` of the catalogue, its own file (`source` None) or an edited copy (`source` text);
+    - `name` a path to any TileLang file (the command line), `source` None;
+    - `source` text (or {file name: text} for a kernel with helper modules, the kernel's file first) with `name`
+      "" or the kernel's name: written under `workdir` and loaded.
+    `entry` picks one of several kernels in a file."""
+    from .source import check_text, write_sources
+    from .user_kernel import load_user_file
+    builtins = builtin_names()
+    if source is None:
+        if name in builtins:
+            return load_file(name, builtin_path(name))
+        if is_path(name):
+            path = Path(name)
+            if not path.is_file():
+                raise StageError("parameters", f"no file {name}")
+            return load_user_file(path, entry)
+        raise StageError("parameters", f"no kernel named {name!r}; the catalogue has {', '.join(builtins)}; "
+                                       "or give the path of a TileLang file, or its source")
+    root = Path(workdir) if workdir else _sources_dir()
+    if isinstance(source, dict):
+        files = {str(k): v for k, v in source.items()}
+        if not all(isinstance(v, str) for v in files.values()):
+            raise StageError("parameters", "each source file must be text")
+        folder = write_sources(files, root)
+        return load_user_file(folder / next(iter(files)), entry or (name or None))
+    if not isinstance(source, str):
+        raise StageError("parameters", "the source must be text")
+    check_text(source)
+    if name in builtins:
+        if source == builtin_path(name).read_text():
+            return load_file(name, builtin_path(name))
+        return load_file(name, write_source(source, name, root), entry)
+    stem = name if name.isidentifier() else "kernel"
+    return load_user_file(write_source(source, stem, root), entry or (name or None))
+
+
+def _sources_dir() -> Path:
     from .compile_cache import cache_dir
-    return load_file(name, write_source(source, name, Path(workdir) if workdir else cache_dir() / "sources"))
+    return cache_dir() / "sources"
 
 
-def load_file(name: str, path: Path) -> Kernel:
-    """The kernel `name` from the file at `path` (the catalogue's own file, or an edited copy written earlier)."""
+def load_file(name: str, path: Path, entry: str | None = None) -> Kernel:
+    """The kernel `name` from the file at `path`: the catalogue's own file, an edited copy of one (with the whole
+    contract: a catalogue Kernel) or any other TileLang file (a UserKernel whose entry is `name`)."""
     path = Path(path).resolve()
-    is_builtin = path == builtin_path(name).resolve()
-    module = import_file(path, f"kernels.{name}" if is_builtin else None)
-    _check_declarations(name, module, path)
-    return Kernel(name, module, path, path.read_text())
+    if name in builtin_names() and path == builtin_path(name).resolve():
+        module = import_file(path, f"kernels.{name}")
+        _check_declarations(name, module, path)
+        return Kernel(name, module, path, path.read_text())
+    from .user_kernel import import_user_module, load_user_module
+    if name in builtin_names():
+        module, _ = import_user_module(path)
+        if all(hasattr(module, n) for n in REQUIRED) and callable(getattr(module, name, None)):
+            return Kernel(name, module, path, path.read_text())
+        return load_user_module(module, path, entry or name)
+    module, warning = import_user_module(path)
+    return load_user_module(module, path, entry or name or None, warning)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import compile_cache as cache
+from . import compile_cache as cache, limits
 from .catalogue import Config, Kernel
 from .errors import StageError, clip, first_line, format_exception, user_line_from_text, user_line_from_traceback
 
@@ -258,14 +258,24 @@ class Built:
 
 
 def make_prim_func(kernel: Kernel, config: Config):
+    """The kernel's prim_func at `config`, ready for tilelang.compile: the decorator's pass_configs attached, and
+    every buffer a parameter of the compiled kernel (a `T.empty` output's out_idx is taken off, so that the engine
+    passes poisoned outputs in and checks what was written)."""
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            return kernel.factory(**config.factory_kwargs())
+            func = kernel.prim_func(config)
     except StageError as exc:
         exc.line = exc.line or user_line_from_traceback(exc, str(kernel.path))
         raise
     except Exception as exc:
         raise tilelang_error(exc, str(kernel.path)) from None
+    attrs = func.attrs or {}
+    if "tilelang_out_idx" in attrs:  # kept under our own name: which buffers are outputs (user_kernel.py)
+        func = func.without_attr("tilelang_out_idx").with_attr("playground_out_idx", attrs["tilelang_out_idx"])
+    if kernel.pass_configs:
+        func = func.with_attr("tilelang_pass_configs", {**kernel.pass_configs,
+                                                        **dict(attrs.get("tilelang_pass_configs") or {})})
+    return func
 
 
 def launch_info(jit) -> dict[str, Any]:
@@ -339,6 +349,9 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         "threads": (launch["block"][0] * launch["block"][1] * launch["block"][2]) if "block" in launch else None,
         **launch,
     }
+    # What cannot launch is an error here, before anything is called compiled; what will be slow, a warning.
+    warnings = ([kernel.import_warning] if kernel.import_warning else []) + limits.check(
+        resources, arch, limits.shared_buffers(prim_func), user_file, kernel.source)
     result = {
         "ok": True,
         "kernel": kernel.name,
@@ -354,17 +367,19 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         "resources": resources,
         "line_map": line_map,
         "compile_seconds": round(seconds, 3),
+        "warnings": warnings,
         "cached": False,
         "error": None,
     }
     return Built(jit, result)
 
 
-RESULT_FORMAT = 3  # raised when a compile result gains a field (2: "sass", 3: resources.sass_mix): older ones are not served
+RESULT_FORMAT = 4  # raised when a compile result gains a field (2: "sass", 3: resources.sass_mix, 4: warnings)
 
 
 def compile_key(kernel: Kernel, config: Config, arch: str) -> str:
-    return cache.key("compile", kernel.name, kernel.source, config.to_json(), arch, tilelang_version(), RESULT_FORMAT)
+    return cache.key("compile", kernel.name, kernel.fingerprint, config.to_json(), arch, tilelang_version(),
+                     RESULT_FORMAT)
 
 
 def compile_kernel(kernel: Kernel, config: Config, arch: str | None = None) -> dict:

@@ -17,6 +17,7 @@ STAGES = (
     "parameters",  # a parameter value is not one the kernel accepts
     "tilelang",    # building or lowering the kernel failed inside TileLang
     "nvcc",        # the generated CUDA did not compile
+    "resources",   # it compiled but no GPU of the target can launch it (shared memory, threads per block)
     "timeout",     # a step ran past its time limit
     "device",      # no GPU, or the GPU failed while running the kernel
     "verify",      # the kernel ran but its output is wrong

@@ -15,7 +15,8 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
 
 from .catalogue import Config, Kernel, load_file
-from .compile import make_prim_func, resolve_arch, tilelang_error
+from . import limits
+from .compile import launch_info, make_prim_func, resolve_arch, tilelang_error
 from .errors import StageError
 
 CACHED_PASS_CONFIGS = {"tl.emit_line_directives": True}
@@ -28,11 +29,18 @@ def build_jit(kernel: Kernel, config: Config, arch: str | None):
     prim_func = make_prim_func(kernel, config)
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            return tilelang.compile(prim_func, target={"kind": "cuda", "arch": arch}, pass_configs=CACHED_PASS_CONFIGS)
+            jit = tilelang.compile(prim_func, target={"kind": "cuda", "arch": arch}, pass_configs=CACHED_PASS_CONFIGS)
     except StageError:
         raise
     except Exception as exc:
         raise tilelang_error(exc, str(kernel.path)) from None
+    # What cannot launch (shared memory, threads) fails here, as in the full compile, not as a refused launch.
+    launch = launch_info(jit)
+    if "block" in launch:
+        block = launch["block"]
+        limits.check({"shared_bytes": launch.get("dynamic_shared_bytes"), "threads": block[0] * block[1] * block[2]},
+                     arch, limits.shared_buffers(prim_func), str(kernel.path), kernel.source)
+    return jit
 
 
 def _compile_one(name: str, path: str, config: dict, arch: str) -> dict | None:

@@ -21,6 +21,8 @@ def run(kernel: Kernel, config: Config, arch: str | None = None, seed: int | Non
     if m.error is not None and m.error.stage != "verify":
         raise m.error
     result = {**(m.build or {}), "seed": options.seed, "verification": m.verification,
+              # compared with a reference; a kernel without one is run and timed but never called verified
+              "verified": m.verified and kernel.has_reference, "verification_note": kernel.verification_note,
               "device": measurer.device_info()}
     if not m.timed:
         result.update(ok=False, error=m.error.to_json())

@@ -9,11 +9,49 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
 
 from .errors import StageError, clip, first_line, format_exception, user_line_from_traceback
+
+
+SOURCE_LIMIT = 256 * 1024  # bytes of one kernel file: a kernel is a few KiB; more is a paste gone wrong
+
+
+def check_text(text: str, what: str = "the source") -> str:
+    """A `python` StageError for source text over the size cap or holding a NUL (what a binary file pasted has)."""
+    if len(text.encode("utf-8", "surrogatepass")) > SOURCE_LIMIT:
+        raise StageError("python", f"{what} is {len(text.encode('utf-8', 'surrogatepass')) // 1024} KiB, over the "
+                                   f"{SOURCE_LIMIT // 1024} KiB a kernel file may have")
+    if "\0" in text:
+        line = text[:text.index("\0")].count("\n") + 1
+        raise StageError("python", f"{what} holds a NUL character at line {line}: it is not a text file", line)
+    return text
+
+
+def decode(data: bytes, what: str = "the file") -> str:
+    """UTF-8 text from bytes, or a `python` StageError naming the first byte that is not UTF-8 and its line."""
+    if len(data) > SOURCE_LIMIT:
+        raise StageError("python", f"{what} is {len(data) // 1024} KiB, over the {SOURCE_LIMIT // 1024} KiB a kernel "
+                                   "file may have")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise StageError("python", f"{what} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} "
+                                   "(save it as UTF-8)", line) from None
+    return check_text(text, what)
+
+
+def read_source(path: Path) -> str:
+    """The text of a kernel file, checked: under the size cap, UTF-8."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise StageError("parameters", f"cannot read {path}: {exc.strerror or exc}") from None
+    return decode(data, Path(path).name)
 
 
 def text_hash(text: str) -> str:
@@ -29,6 +67,26 @@ def write_source(text: str, name: str, root: Path) -> Path:
         tmp.write_text(text)
         tmp.replace(path)
     return path
+
+
+def write_sources(files: dict[str, str], root: Path) -> Path:
+    """A small multi-file kernel: every file written to one folder (named by the hash of them all), which is put on
+    sys.path when the first file, the kernel, is imported. Returns the folder."""
+    if not files:
+        raise StageError("python", "no source files")
+    for name, text in files.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\.py", str(name)):
+            raise StageError("parameters", f"{name!r} is not a Python module file name (like helper.py)")
+        check_text(text, name)
+    folder = Path(root) / text_hash("\0".join(f"{n}\0{t}" for n, t in files.items()))
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        path = folder / name
+        if not path.exists() or path.read_text() != text:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+    return folder
 
 
 def import_file(path: Path, module_name: str | None = None) -> ModuleType:

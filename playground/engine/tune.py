@@ -23,7 +23,9 @@ def candidates(kernel: Kernel, config: Config, max_configs: int | None = None, s
     """The space's configurations (the current one first), sampled down to `max_configs` if the space is larger."""
     space = {k: v for k, v in kernel.space.items() if k in config.tile}
     names = list(space)
-    every = [dict(zip(names, values)) for values in itertools.product(*space.values())]
+    listed = kernel.tune_configs()  # an @autotune's configs: those, not every combination of their values
+    every = ([{k: v for k, v in c.items() if k in names} for c in listed] if listed is not None
+             else [dict(zip(names, values)) for values in itertools.product(*space.values())])
     current = {k: config.tile[k] for k in names}
     rest = [c for c in every if c != current]
     if max_configs is not None and len(rest) > max_configs - 1:
