@@ -79,7 +79,7 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
             result["config"] = config.to_json()
             if action == "compile":
                 from .engine.compile import compile_kernel
-                result = compile_kernel(kernel, config, arch)
+                result = compile_kernel(kernel, config, arch, progress=options.get("progress"))
             elif action == "run":
                 from .engine.run import run
                 result = run(kernel, config, arch, seed=options.get("seed"), graph=options.get("graph", False),

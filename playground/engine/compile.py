@@ -14,7 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import compile_cache as cache, limits
 from .catalogue import Config, Kernel
@@ -296,12 +296,36 @@ def launch_info(jit) -> dict[str, Any]:
     return info
 
 
-def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_cache: bool = False) -> Built:
+@contextlib.contextmanager
+def reporting_nvcc(progress: Callable[[str, float], None] | None):
+    """Report the moment TileLang hands the generated CUDA to nvcc (the end of lowering): a page shows the two
+    stages apart. TileLang calls nvcc through its contrib module's compile_cuda, looked up at call time."""
+    if progress is None:
+        yield
+        return
+    from tilelang.contrib import nvcc
+    original = nvcc.compile_cuda
+
+    def compile_cuda(*args, **kwargs):
+        progress("nvcc: compiling the generated CUDA", 0.5)
+        return original(*args, **kwargs)
+    nvcc.compile_cuda = compile_cuda
+    try:
+        yield
+    finally:
+        nvcc.compile_cuda = original
+
+
+def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_cache: bool = False,
+          progress: Callable[[str, float], None] | None = None) -> Built:
     """Compile `kernel` at `config` for `arch`. Without TileLang's cache (the default) every artifact is fresh:
-    PTX, ptxas figures and the launch shape come from this compile, not from a stored library."""
+    PTX, ptxas figures and the launch shape come from this compile, not from a stored library. `progress` hears
+    the stages: lowering, nvcc, ptxas."""
     import tilelang
     arch = resolve_arch(arch)
     user_file = str(kernel.path)
+    if progress:
+        progress("lowering: TileLang builds and lowers the kernel", 0.1)
     prim_func = make_prim_func(kernel, config)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nvcc-keep-") as keep:
@@ -314,7 +338,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         if not use_tilelang_cache:
             tilelang.env.disable_cache()
         try:
-            with contextlib.redirect_stdout(sys.stderr):
+            with contextlib.redirect_stdout(sys.stderr), reporting_nvcc(progress):
                 jit = tilelang.compile(prim_func, target={"kind": "cuda", "arch": arch}, pass_configs=pass_configs)
         except StageError:
             raise
@@ -331,6 +355,8 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
             ptx = jit._get_ptx()
             ptx_files = [Path(keep) / "kernel.ptx"]
             ptx_files[0].write_text(ptx)
+        if progress:
+            progress("ptxas: registers, shared memory and SASS", 0.85)
         figures, ptxas_log, sass = ptxas_resources(ptx_files[0], arch)
 
     cuda, line_map = split_line_directives(jit.get_kernel_source(), user_file, kernel.source)
@@ -382,14 +408,15 @@ def compile_key(kernel: Kernel, config: Config, arch: str) -> str:
                      RESULT_FORMAT)
 
 
-def compile_kernel(kernel: Kernel, config: Config, arch: str | None = None) -> dict:
+def compile_kernel(kernel: Kernel, config: Config, arch: str | None = None,
+                   progress: Callable[[str, float], None] | None = None) -> dict:
     """The compile result as JSON, from the cache when the same source, parameters, target and TileLang were
-    compiled before."""
+    compiled before. `progress` hears the stages of a compile that is not cached."""
     arch = resolve_arch(arch)
     k = compile_key(kernel, config, arch)
     hit = cache.get("compile", k)
     if hit is not None and hit.get("source_file") == str(kernel.path):
         return {**hit, "cached": True}
-    result = build(kernel, config, arch).result
+    result = build(kernel, config, arch, progress=progress).result
     cache.put("compile", k, result)
     return result
