@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 
 PROBE = """
@@ -30,14 +32,19 @@ def path_without_nvcc() -> str:
     return ":".join(d for d in dict.fromkeys(dirs) if d and not os.path.exists(os.path.join(d, "nvcc")))
 
 
-def test_the_gemm_compiles_with_the_wheels_nvcc_when_no_toolkit_is_visible(tmp_path):
+def without_toolkit(probe: str, tmp_path: Path) -> dict:
+    """Run `probe` in a child process that sees no CUDA toolkit; the JSON it prints last."""
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
     env.update(PATH=path_without_nvcc(), PYTHONPATH=str(ROOT), HOME=str(tmp_path),
                PLAYGROUND_CACHE_DIR=str(tmp_path / "cache"), TILELANG_CACHE_DIR=str(tmp_path / "tilelang-cache"))
-    proc = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=tmp_path, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_gemm_compiles_with_the_wheels_nvcc_when_no_toolkit_is_visible(tmp_path):
+    found = without_toolkit(PROBE, tmp_path)
     wheels = Path(sys.executable).parent.parent  # the venv: the wheels live in its site-packages
     assert found["nvcc_on_path"] is None, "the toolkit was not hidden"
     assert Path(found["cuda_home"]).is_relative_to(wheels) and (Path(found["cuda_home"]) / "bin" / "nvcc").exists(), \
@@ -45,3 +52,25 @@ def test_the_gemm_compiles_with_the_wheels_nvcc_when_no_toolkit_is_visible(tmp_p
     assert Path(found["ptxas"]).is_relative_to(found["cuda_home"]), found["ptxas"]
     assert found["ok"] and "wgmma.mma_async" in found["ptx"], "the Hopper GEMM did not compile through the wheel"
     assert found["registers"], "ptxas from the wheel gave no resource figures"
+
+
+RUN_PROBE = """
+import json
+import tilelang.env
+from playground.engine import catalogue
+from playground.engine.run import run
+kernel = catalogue.load("gemm")
+result = run(kernel, kernel.resolve({"M": 1024, "N": 1024, "K": 1024}))
+print(json.dumps({"cuda_home": tilelang.env.CUDA_HOME, "ok": result["ok"], "error": result.get("error"),
+                  "checks": [v["passed"] for v in result["verification"]]}))
+"""
+
+
+@pytest.mark.gpu
+def test_the_gemm_the_wheels_nvcc_built_verifies_on_the_gpu(tmp_path):
+    """The wheel's nvcc is newer than the CUDA a GPU host's driver may support: what it builds must still load and
+    compute the right product there."""
+    found = without_toolkit(RUN_PROBE, tmp_path)
+    assert Path(found["cuda_home"]).parts[-2:] == ("nvidia", "cu13"), f"not the wheel's nvcc: {found['cuda_home']}"
+    assert found["ok"], found["error"]
+    assert len(found["checks"]) >= 2 and all(found["checks"]), found["checks"]

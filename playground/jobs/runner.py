@@ -18,7 +18,8 @@ import time
 from typing import Callable
 
 from ..engine.errors import clip, format_exception
-from . import hardware, limits, sandbox
+from ..settings import Settings, current
+from . import hardware, sandbox
 from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
 from .job import error
 from .pool import Pool
@@ -37,15 +38,16 @@ NO_GPU = ("no CUDA GPU is present on this server: compile works without one, run
 class _State:
     """The server-wide parts, made on first use: the queue, the spare workers, the result cache."""
 
-    def __init__(self):
-        self.mode = sandbox.mode()  # probes bwrap once and logs the warning if jobs cannot be sandboxed
-        self.gpus = hardware.gpus()
-        cpu_slots = int(os.environ.get("PLAYGROUND_CPU_SLOTS") or max(1, min(16, hardware.cpu_count())))
-        self.scheduler = Scheduler(cpu_slots, [g["index"] for g in self.gpus])
-        spares = int(os.environ.get("PLAYGROUND_SPARES") or min(cpu_slots + 1, 6))
-        self.pools = {("cpu", None): Pool(False, spares)}
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.mode = sandbox.mode(settings)  # probes bwrap once and logs the warning if jobs cannot be sandboxed
+        self.gpus = hardware.gpus(settings)
+        cpu_slots = settings.cpu_slots or max(1, min(16, hardware.cpu_count()))
+        self.scheduler = Scheduler(cpu_slots, [g["index"] for g in self.gpus], settings)
+        spares = settings.spares if settings.spares is not None else min(cpu_slots + 1, 6)
+        self.pools = {("cpu", None): Pool(False, spares, None, settings)}
         for g in self.gpus:
-            self.pools[("gpu", g["index"])] = Pool(True, 1, g["index"])
+            self.pools[("gpu", g["index"])] = Pool(True, 1, g["index"], settings)
         self.cache = ResultCache()
         self.inflight: dict[str, threading.Event] = {}  # compiles running now, by request key
         self.inflight_lock = threading.Lock()
@@ -66,7 +68,8 @@ _state_lock = threading.Lock()
 _exit_hook = False
 
 
-def state() -> _State:
+def state(settings: Settings | None = None) -> _State:
+    """The server-wide parts, made on first use from `settings` (else this process's settings)."""
     global _state, _exit_hook
     with _state_lock:
         if not _exit_hook:
@@ -75,13 +78,13 @@ def state() -> _State:
             atexit.register(shutdown)
             _exit_hook = True
         if _state is None:
-            _state = _State()
+            _state = _State(settings or current())
         return _state
 
 
-def start() -> dict:
+def start(settings: Settings | None = None) -> dict:
     """Probe the sandbox and start the spare workers now (the app calls this at start-up; run_job would anyway)."""
-    state()
+    state(settings)
     return health()
 
 
@@ -142,8 +145,8 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     gpu = action in GPU_ACTIONS
     if gpu and not st.gpus:
         return error(action, kernel, "device", NO_GPU)
-    arch = arch or hardware.default_arch()
-    timeout = float(timeout or limits.TIMEOUTS[action])
+    arch = arch or hardware.default_arch(st.settings)
+    timeout = float(timeout or st.settings.timeout(action))
 
     key = request_key(action, kernel, source, params, arch, options)
     if action != "compile":
@@ -244,14 +247,14 @@ def health() -> dict:
     """For /health and the page's footer: is the server fine, what GPU, how jobs are sandboxed, how full the queue."""
     try:
         st = state()
-        gpus = hardware.gpus()
+        gpus = hardware.gpus(st.settings)
         return {
             "ok": True,
             "gpu": gpus[0]["name"] if gpus else None,
             "gpus": gpus,
             "sandbox": st.mode.kind,
             "sandbox_why": st.mode.why,
-            "sandbox_detail": st.mode.to_json(),
+            "sandbox_detail": st.mode.to_json(st.settings),
             "queue": st.scheduler.snapshot(),
             "spares": {f"{k}{'' if i is None else i}": p.snapshot() for (k, i), p in st.pools.items()},
             "cache": st.cache.snapshot(),

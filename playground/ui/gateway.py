@@ -8,9 +8,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import shutil
-import subprocess
 from typing import Callable
+
+from ..settings import Settings
 
 log = logging.getLogger("playground.ui")
 
@@ -105,14 +105,14 @@ def arches() -> list[str]:
         return ["sm_90a", "sm_90", "sm_80", "sm_86", "sm_89"]
 
 
-def start_jobs() -> dict | None:
+def start_jobs(settings: Settings | None = None) -> dict | None:
     """Start the job system's workers now rather than at the first click (where playground.jobs has start())."""
     try:
         from playground.jobs import start
     except ImportError:
         return None
     try:
-        return start()
+        return start(settings)
     except Exception:
         log.exception("starting the job system failed")
         return None
@@ -121,15 +121,9 @@ def start_jobs() -> dict | None:
 # -- health -------------------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def _gpu_name() -> str | None:
-    """The first GPU's name from nvidia-smi (no CUDA context in the web server), or None."""
-    if not shutil.which("nvidia-smi"):
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.splitlines()[0].strip() if out else None
+    """The first GPU's name from NVML (no CUDA context in the web server), or None."""
+    from playground.engine.gpus import first_gpu_name
+    return first_gpu_name()
 
 
 def health() -> dict:
