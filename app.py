@@ -4,12 +4,11 @@
 
 Host and port also come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (flags win; default 0.0.0.0:7860). Set
 PLAYGROUND_PASSWORD (or PLAYGROUND_PASSWORD_FILE, a file holding it) to ask for a password at login, any user name;
-GET /health answers without one.
+GET /health answers without one. Every setting: playground/settings.py (read here, once, and passed down).
 """
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
@@ -17,13 +16,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from playground.settings import Settings, SettingsError  # noqa: E402
 
-def parse_args(argv=None, env=None) -> argparse.Namespace:
-    env = os.environ if env is None else env
+
+def parse_args(argv=None, env=None, settings: Settings | None = None) -> argparse.Namespace:
+    """The flags, with defaults from the settings (those of `env` if given, else of this process's environment)."""
+    if settings is None:
+        settings = Settings.from_env() if env is None else Settings.from_env(env)
     parser = argparse.ArgumentParser(description="Start the TileLang Playground web page.")
-    parser.add_argument("--host", default=env.get("GRADIO_SERVER_NAME") or "0.0.0.0",
+    parser.add_argument("--host", default=settings.host,
                         help="address to listen on (default: $GRADIO_SERVER_NAME or 0.0.0.0)")
-    parser.add_argument("--port", type=int, default=int(env.get("GRADIO_SERVER_PORT") or 7860),
+    parser.add_argument("--port", type=int, default=settings.port,
                         help="port (default: $GRADIO_SERVER_PORT or 7860)")
     return parser.parse_args(argv)
 
@@ -63,16 +66,20 @@ class StopRequest:
 
 
 def main(argv=None) -> None:
-    args = parse_args(argv)
+    try:
+        settings = Settings.from_env().install()  # the one read of the environment; passed down from here
+        args = parse_args(argv, settings=settings)
+        from playground.ui.server import password_of
+        password = password_of(settings)
+    except SettingsError as exc:
+        sys.exit(f"TileLang Playground: not started: {exc}")
     stop = StopRequest().install()
     demo = None
     try:
         from playground.ui import serve
-        from playground.ui.server import password_from_env
-        password = password_from_env()
         print(f"TileLang Playground on http://{args.host}:{args.port}/"
               + (" (password login on)" if password else ""), flush=True)
-        demo, _, _ = serve(args.host, args.port, password, prevent_thread_lock=True)
+        demo, _, _ = serve(args.host, args.port, password, prevent_thread_lock=True, settings=settings)
         stop.wait()
         print(f"{stop.signals[0]}: closing the server.", flush=True)
     except KeyboardInterrupt:  # a second stop signal while starting or closing

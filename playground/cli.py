@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import signal
 import sys
 from pathlib import Path
@@ -45,7 +44,8 @@ def time_limit(seconds: float | None):
     if not seconds:
         yield
         return
-    os.environ["TILELANG_COMPILE_TIMEOUT_SECONDS"] = str(int(seconds))
+    from .settings import tell_tilelang_compile_timeout
+    tell_tilelang_compile_timeout(seconds)
 
     def expire(*_):
         raise StageError("timeout", f"the job ran past its {seconds:g} s limit")
@@ -195,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     from .engine.bench import add_arguments as add_bench
     add_bench(sub.add_parser("bench", help="every kernel against its baselines and the GPU's ceilings"))
     args = parser.parse_args(argv)
+    from .settings import Settings
+    Settings.from_env().install()  # the one read of the environment; the engine asks `current()` from here on
 
     if args.action == "list":
         from .engine import catalogue

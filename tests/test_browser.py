@@ -177,3 +177,22 @@ def test_broken_source_shows_stage_line_and_log(page, url):
     page.click("#pg-reset")
     page.wait_for_function(
         "() => !document.querySelector('#pg-editor .cm-content').innerText.includes('undefined_name_in_line_one')")
+
+
+def test_the_lowering_tab_shows_each_pass_with_its_diff(page, url):
+    open_page(page, url, "?kernel=vector_add")
+    page.get_by_role("tab", name="Lowering").click()
+    page.click("#pg-ir-btn")
+    status = wait_idle(page)
+    page.wait_for_selector("#pg-ir details.pg-ir-pass[data-pass]")
+    passes = page.locator("#pg-ir details.pg-ir-pass[data-pass]")
+    assert passes.count() >= 5, status
+    names = [passes.nth(i).get_attribute("data-pass") for i in range(passes.count())]
+    assert names.index("tl.LayoutInference") < names.index("tl.LowerTileOp"), names
+    assert "changed nothing" in page.inner_text("#pg-ir")  # the folded no-op passes, as a count
+    lower = page.locator("#pg-ir details.pg-ir-pass[data-pass='tl.LowerTileOp']")
+    lower.locator("summary").click()
+    page.wait_for_selector("#pg-ir details[data-pass='tl.LowerTileOp'][open] .pg-dadd")
+    assert lower.locator(".pg-dadd").first.is_visible() and lower.locator(".pg-ddel").count() > 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "browser_lowering.png"), full_page=True)

@@ -11,8 +11,9 @@ import pytest
 
 from conftest import ROOT
 from playground import jobs
-from playground.jobs import queue, result_cache as cache, runner, sandbox
+from playground.jobs import result_cache as cache, runner, sandbox
 from playground.jobs.queue import Busy, Scheduler
+from playground.settings import Settings, current
 
 VECTOR_ADD = (ROOT / "kernels" / "vector_add.py").read_text()
 
@@ -63,9 +64,8 @@ def test_compiles_run_side_by_side_on_the_cpu_slots():
     assert len(started) == 3
 
 
-def test_full_queue_turns_jobs_away_with_a_time_to_retry(monkeypatch):
-    monkeypatch.setattr(queue, "QUEUE_LIMIT", 2)
-    sched = Scheduler(1, [])
+def test_full_queue_turns_jobs_away_with_a_time_to_retry():
+    sched = Scheduler(1, [], Settings(queue_limit=2))
     release, started = threading.Event(), []
     threads = [hold(sched, "cpu", f"s{i}", release, started) for i in range(3)]
     time.sleep(0.5)
@@ -78,9 +78,8 @@ def test_full_queue_turns_jobs_away_with_a_time_to_retry(monkeypatch):
         t.join(10)
 
 
-def test_one_session_cannot_fill_the_queue(monkeypatch):
-    monkeypatch.setattr(queue, "SESSION_INFLIGHT", 2)
-    sched = Scheduler(1, [])
+def test_one_session_cannot_fill_the_queue():
+    sched = Scheduler(1, [], Settings(session_inflight=2))
     release, started = threading.Event(), []
     threads = [hold(sched, "cpu", "greedy", release, started) for _ in range(3)]
     time.sleep(0.5)
@@ -95,10 +94,8 @@ def test_one_session_cannot_fill_the_queue(monkeypatch):
     assert started.count("greedy") == 2 and "polite" in started
 
 
-def test_rate_limit_per_session_then_refill(monkeypatch):
-    monkeypatch.setattr(queue, "SESSION_BURST", 3)
-    monkeypatch.setattr(queue, "SESSION_RATE", 10.0)
-    sched = Scheduler(1, [])
+def test_rate_limit_per_session_then_refill():
+    sched = Scheduler(1, [], Settings(session_burst=3, session_rate=10.0))
     for _ in range(3):
         with sched.slot("cpu", "clicker", lambda *_: None):
             pass
@@ -129,18 +126,20 @@ def test_cache_key_depends_on_what_the_request_says():
 
 
 def test_job_environment_is_cleared():
-    os.environ["PLAYGROUND_PASSWORD"] = "hunter2"
-    try:
-        env = sandbox.job_env("/job", None)
-    finally:
-        del os.environ["PLAYGROUND_PASSWORD"]
-    assert "PLAYGROUND_PASSWORD" not in env and env["HOME"] == "/job"
+    server_env = {**os.environ, "PLAYGROUND_PASSWORD": "hunter2", "PLAYGROUND_PASSWORD_FILE": "/run/secrets/pw",
+                  "AWS_SECRET_ACCESS_KEY": "x", "PLAYGROUND_PROCESSES": "77"}
+    env = sandbox.job_env("/job", None, None, Settings.from_env(server_env))
+    assert not {"PLAYGROUND_PASSWORD", "PLAYGROUND_PASSWORD_FILE", "AWS_SECRET_ACCESS_KEY"} & set(env)
+    assert env["HOME"] == "/job"
     assert env["TILELANG_CACHE_DIR"] == "/job/tilelang-cache" and env["CUDA_VISIBLE_DEVICES"] == ""
+    job = Settings.from_env(env)  # what the job's worker reads back
+    assert job.processes == 77 and str(job.cache_dir) == "/job/cache" and job.password is None
     assert set(env) <= {"PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "PYTHONPATH", "PYTHONUNBUFFERED", "LANG",
-                        "PYTHONDONTWRITEBYTECODE", "PLAYGROUND_JOB_DIR", "PLAYGROUND_CACHE_DIR", "PLAYGROUND_NPROC",
+                        "PYTHONDONTWRITEBYTECODE", "PLAYGROUND_CACHE_DIR", "PLAYGROUND_PROCESSES",
+                        "PLAYGROUND_THREADS", "PLAYGROUND_NO_GPU",
                         "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TVM_NUM_THREADS", "TZ",
                         "LC_ALL", "LD_LIBRARY_PATH", "CUDA_DEVICE_ORDER"} | \
-        {k for k in env if k.startswith(sandbox.PASSED_ENV_PREFIXES)}
+        {k for k in env if k.startswith(("TILELANG_", "CUDA_", "NVIDIA_", "NVCC_"))}
 
 
 # -- run_job end to end ---------------------------------------------------------------------------------------
@@ -187,19 +186,15 @@ def test_the_same_compile_requested_at_once_runs_once(server):
 
 
 def test_the_job_sees_no_secret_and_no_gpu_and_its_own_folder(server):
-    os.environ["PLAYGROUND_PASSWORD"] = "hunter2"
-    try:
-        text = with_import("import os, json\nraise RuntimeError(json.dumps({'env': [k for k in os.environ if "
-                           "'PASSWORD' in k], 'cwd': os.getcwd(), 'uid': os.getuid(), 'home': os.environ['HOME']}))")
-        r = jobs.run_job("compile", "vector_add", text, {}, session="env")
-    finally:
-        del os.environ["PLAYGROUND_PASSWORD"]
+    text = with_import("import os, json\nraise RuntimeError(json.dumps({'env': [k for k in os.environ if "
+                       "'PASSWORD' in k], 'cwd': os.getcwd(), 'uid': os.getuid(), 'home': os.environ['HOME']}))")
+    r = jobs.run_job("compile", "vector_add", text, {}, session="env")
     seen = json.loads(r["error"]["message"].split("RuntimeError: ", 1)[1])
     assert seen["env"] == [] and seen["cwd"] == seen["home"]
     if server.mode.kind == "bwrap":
         assert seen["cwd"] == "/job"
     if os.geteuid() == 0 and sandbox.use_job_uids():
-        assert seen["uid"] >= sandbox.JOB_UID_BASE, "jobs of a root server run as a uid of their own"
+        assert seen["uid"] >= current().job_uid_base, "jobs of a root server run as a uid of their own"
 
 
 def test_timeout_kills_children_and_escaped_grandchildren(server):
@@ -294,7 +289,8 @@ def test_the_docker_way_an_ordinary_user_gets_a_user_namespace_sandbox(tmp_path,
         srv.bind(("127.0.0.1", 0))
         srv.listen(1)
         monkeypatch.setattr(sandbox, "_readonly_paths",
-                            lambda: ["/usr", "/etc/ld.so.cache", str(ROOT / "playground"), str(ROOT / "kernels")])
+                            lambda settings=None: ["/usr", "/etc/ld.so.cache", str(ROOT / "playground"),
+                                                   str(ROOT / "kernels")])
         job_dir = sandbox.make_job_dir(65534)
         try:
             code = USERNS_CHECK.replace("PORT", str(srv.getsockname()[1])).replace("REPO", repr(str(ROOT)))

@@ -22,6 +22,7 @@ import pytest
 from conftest import ROOT
 from playground import jobs
 from playground.jobs import runner, sandbox
+from playground.settings import current
 
 HOSTILE = ROOT / "tests" / "hostile"
 NAMES = sorted(p.stem for p in HOSTILE.glob("*.py") if not p.stem.startswith("gpu_"))
@@ -112,7 +113,7 @@ def leftovers(st) -> dict:
         procs.add(p)
     for p in psutil.process_iter(["uids"]):
         uid = p.info["uids"].real
-        if sandbox.JOB_UID_BASE <= uid < sandbox.JOB_UID_BASE + sandbox.JOB_UID_COUNT and not held_elsewhere(uid):
+        if _is_job_uid(uid) and not held_elsewhere(uid):
             procs.add(p)
     alive = []
     for p in procs:
@@ -134,9 +135,14 @@ def _cmdline(p) -> list[str]:
         return []
 
 
+def _is_job_uid(uid: int) -> bool:
+    base = current().job_uid_base
+    return base <= uid < base + sandbox.JOB_UID_COUNT
+
+
 def held_elsewhere(uid: int) -> bool:
     """Another server on this machine (a developer's app, a parallel test run) holds this job uid now."""
-    if uid in sandbox.UIDS.held:
+    if uid in sandbox.uid_pool().held:
         return False
     path = sandbox.jobs_root().parent / "uids" / str(uid)
     try:
@@ -157,7 +163,7 @@ def _owned_by_job_uid(p: Path) -> bool:
         uid = p.lstat().st_uid
     except OSError:
         return False
-    return sandbox.JOB_UID_BASE <= uid < sandbox.JOB_UID_BASE + sandbox.JOB_UID_COUNT and not held_elsewhere(uid)
+    return _is_job_uid(uid) and not held_elsewhere(uid)
 
 
 @pytest.fixture

@@ -6,11 +6,14 @@ import json
 import os
 from pathlib import Path
 
+from ..settings import current as current_settings
+
 FORMAT = 1  # bump when the shape of a cached compile result changes
 
 
 def cache_dir() -> Path:
-    path = Path(os.environ.get("PLAYGROUND_CACHE_DIR", Path.home() / ".cache" / "tilelang-playground"))
+    """The `cache_dir` setting of this process (a job's worker installs its job's own folder)."""
+    path = current_settings().cache_dir
     path.mkdir(parents=True, exist_ok=True)
     return path
 

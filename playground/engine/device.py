@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 
-from . import compile_cache as cache
+from . import compile_cache as cache, gpus
 from .errors import StageError
+from ..settings import current as current_settings
 
 NO_GPU = "no CUDA GPU is present on this machine: compile works without one, run, tune and sweep need one"
 
@@ -21,16 +21,6 @@ def require_gpu() -> None:
     import torch
     if not torch.cuda.is_available():
         raise StageError("device", NO_GPU)
-
-
-def nvidia_smi(fields: list[str]) -> dict[str, str]:
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
-                              "-i", "0"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    values = [v.strip() for v in out.split(",")]
-    return dict(zip(fields, values)) if len(values) == len(fields) else {}
 
 
 # Asked of the CUDA driver directly: cuInit and an attribute query create no context.
@@ -47,7 +37,7 @@ print(n.value)
 def sm_count() -> int | None:
     """Multiprocessors of the first visible GPU, or None without one. Asked in a child process, so that the caller
     (the server, which keeps CUDA out of its own process) never loads the driver itself."""
-    if os.environ.get("PLAYGROUND_NO_GPU") == "1":
+    if current_settings().no_gpu:
         return None
     try:
         out = subprocess.run([sys.executable, "-c", _SM_COUNT], capture_output=True, text=True, timeout=30)
@@ -60,21 +50,21 @@ def info() -> dict:
     """Name, memory, multiprocessors and clocks of the GPU now (clocks read at the moment of the call)."""
     import torch
     props = torch.cuda.get_device_properties(0)
-    smi = nvidia_smi(["driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "temperature.gpu",
-                      "power.draw"])
+    pci = tuple(getattr(props, f"pci_{p}_id", None) for p in ("domain", "bus", "device"))
+    now = gpus.state(pci=pci if None not in pci else None)  # NVML: the same GPU as CUDA's device 0 here
     return {
         "name": props.name,
         "capability": f"{props.major}.{props.minor}",
         "multiprocessors": props.multi_processor_count,
         "memory_gib": round(props.total_memory / 2**30, 1),
         "l2_mib": round(getattr(props, "L2_cache_size", 0) / 2**20, 1),
-        "driver": smi.get("driver_version"),
+        "driver": now.get("driver"),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "clocks_mhz": {"sm": _num(smi.get("clocks.sm")), "memory": _num(smi.get("clocks.mem")),
-                       "sm_max": _num(smi.get("clocks.max.sm"))},
-        "temperature_c": _num(smi.get("temperature.gpu")),
-        "power_w": _num(smi.get("power.draw")),
+        "clocks_mhz": {"sm": _num(now.get("clock_sm_mhz")), "memory": _num(now.get("clock_memory_mhz")),
+                       "sm_max": _num(now.get("clock_sm_max_mhz"))},
+        "temperature_c": _num(now.get("temperature_c")),
+        "power_w": _num(now.get("power_w")),
     }
 
 

@@ -9,9 +9,10 @@ hangs, floods its output or is turned away by the queue ends with an error answe
 "internal", ...), never an exception. `health()` says whether jobs are sandboxed, what GPU there is and how full the
 queue is.
 
-The parts, each small: sandbox.py (bwrap, folder, environment), limits.py (every bound), worker.py (the process),
+The parts, each small: sandbox.py (bwrap, folder, environment), limits.py (how the bounds are applied; their values are
+settings, playground/settings.py), worker.py (the process),
 job.py (one worker from start to removal), pool.py (pre-started workers), queue.py (CPU slots, the GPU lock, limits
-per session), cache.py (compile answers), runner.py (run_job, health), hardware.py (GPUs via nvidia-smi).
+per session), result_cache.py (compile answers), runner.py (run_job, health), hardware.py (GPUs via NVML).
 """
 from .runner import health, run_job, shutdown, start
 

@@ -23,6 +23,7 @@ from typing import Callable
 import psutil
 
 from ..engine.errors import StageError, clip
+from ..settings import Settings, current
 from . import limits, sandbox
 
 
@@ -64,14 +65,16 @@ def _gib(n: float) -> str:
 
 
 class Job:
-    def __init__(self, gpu: bool, gpu_index: int | None = None):
+    def __init__(self, gpu: bool, gpu_index: int | None = None, settings: Settings | None = None):
         self.gpu, self.gpu_index = gpu, gpu_index
-        self.uid = sandbox.UIDS.take() if sandbox.use_job_uids() else None
+        self.settings = settings = settings or current()
+        self.uids = sandbox.uid_pool(settings)
+        self.uid = self.uids.take() if sandbox.use_job_uids(settings) else None
         try:
-            self.dir = sandbox.make_job_dir(self.uid)
+            self.dir = sandbox.make_job_dir(self.uid, settings)
         except BaseException:
             if self.uid is not None:
-                sandbox.UIDS.give(self.uid)
+                self.uids.give(self.uid)
             raise
         self.created = time.monotonic()
         self.ready = threading.Event()
@@ -81,13 +84,17 @@ class Job:
         self.stdout_total = 0
         self.overflow: str | None = None  # why the job was stopped by a reader thread
         self.closed = False
-        argv, inside = sandbox.command(self.dir, [sys.executable, "-m", "playground.jobs.worker"], gpu)
+        inside = sandbox.inside(self.dir, settings)
+        worker = [sys.executable, "-m", "playground.jobs.worker", "--job-dir", inside]
+        if self.uid is not None:
+            worker += ["--uid", str(self.uid)]
+        argv = sandbox.command(self.dir, worker, gpu, settings)
         try:
             self.proc = self._start(argv, inside, gpu, gpu_index)
         except BaseException:
             sandbox.remove_job_dir(self.dir)
             if self.uid is not None:
-                sandbox.UIDS.give(self.uid)
+                self.uids.give(self.uid)
             raise
         self.readers = [threading.Thread(target=self._read_stdout, daemon=True, name="job-stdout"),
                         threading.Thread(target=self._read_stderr, daemon=True, name="job-stderr")]
@@ -96,16 +103,16 @@ class Job:
 
     def _start(self, argv: list[str], inside: str, gpu: bool, gpu_index: int | None) -> subprocess.Popen:
         return _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                      env=sandbox.job_env(inside, self.uid, gpu_index), cwd=self.dir,
+                      env=sandbox.job_env(inside, self.uid, gpu_index, self.settings), cwd=self.dir,
                       start_new_session=True,  # its own group: one kill reaches every child
-                      preexec_fn=lambda: limits.apply_rlimits(gpu))
+                      preexec_fn=lambda: limits.apply_rlimits(self.settings, gpu))
 
     # -- the two pipes --------------------------------------------------------------------------------------------
     def _read_stdout(self) -> None:
         for line in iter(self.proc.stdout.readline, b""):
             self.stdout_total += len(line)
-            if self.stdout_total > limits.RESULT_BYTES:
-                self._stop(f"its answer was larger than {_gib(limits.RESULT_BYTES)}")
+            if self.stdout_total > self.settings.result_bytes:
+                self._stop(f"its answer was larger than {_gib(self.settings.result_bytes)}")
                 break
             try:
                 msg = json.loads(line)
@@ -122,8 +129,8 @@ class Job:
             self.stderr_total += len(chunk)
             self.stderr_tail.extend(chunk)
             del self.stderr_tail[:-limits.STDERR_KEPT]
-            if self.stderr_total > limits.STDERR_BYTES:
-                self._stop(f"it printed more than {_gib(limits.STDERR_BYTES)} (print less, or print summaries)")
+            if self.stderr_total > self.settings.stderr_bytes:
+                self._stop(f"it printed more than {_gib(self.settings.stderr_bytes)} (print less, or print summaries)")
                 break
 
     def _stop(self, why: str) -> None:
@@ -167,14 +174,14 @@ class Job:
     def check_bounds(self) -> str | None:
         tree = self.tree()
         # RLIMIT_NPROC already stops a fork bomb from growing; this ends the job instead of letting it spin.
-        if len(tree) > limits.PROCESSES // 2:
-            return f"it started more than {limits.PROCESSES // 2} processes"
-        memory = limits.GPU_RESIDENT if self.gpu else limits.COMPILE_RESIDENT
+        if len(tree) > self.settings.processes // 2:
+            return f"it started more than {self.settings.processes // 2} processes"
+        memory = self.settings.gpu_memory if self.gpu else self.settings.compile_memory
         if self.resident_bytes(tree) > memory:
             many = f" in {len(tree)} processes" if len(tree) > 8 else ""
             return f"it used more than {_gib(memory)} of memory{many}"
-        if self.disk_bytes() > limits.DISK:
-            return f"it wrote more than {_gib(limits.DISK)} of files"
+        if self.disk_bytes() > self.settings.disk:
+            return f"it wrote more than {_gib(self.settings.disk)} of files"
         return None
 
     # -- one request ------------------------------------------------------------------------------------------
@@ -273,7 +280,7 @@ class Job:
                 pass
         sandbox.remove_job_dir(self.dir)
         if self.uid is not None and not leftover:
-            sandbox.UIDS.give(self.uid)  # a uid whose processes would not die is never handed out again
+            self.uids.give(self.uid)  # a uid whose processes would not die is never handed out again
 
 
 def _kill_uid(uid: int) -> bool:

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 
-from . import limits
+from ..settings import Settings, current
 from .job import Job
 
 log = logging.getLogger("playground.jobs")
@@ -21,8 +21,9 @@ MAX_AGE = 1800.0  # seconds: an old spare is replaced (fresh code after a deploy
 
 
 class Pool:
-    def __init__(self, gpu: bool, size: int, gpu_index: int | None = None):
+    def __init__(self, gpu: bool, size: int, gpu_index: int | None = None, settings: Settings | None = None):
         self.gpu, self.size, self.gpu_index = gpu, size, gpu_index
+        self.settings = settings or current()
         self.spares: list[Job] = []
         self.lock = threading.Lock()
         self.closed = False
@@ -31,7 +32,7 @@ class Pool:
 
     def _spawn(self) -> Job | None:
         try:
-            job = Job(self.gpu, self.gpu_index)
+            job = Job(self.gpu, self.gpu_index, self.settings)
         except Exception:
             log.exception("could not start a %s worker", "gpu" if self.gpu else "cpu")
             return None
@@ -79,11 +80,11 @@ class Pool:
             if job is not None:
                 self.spares.remove(job)
         if job is None:
-            job = Job(self.gpu, self.gpu_index)
+            job = Job(self.gpu, self.gpu_index, self.settings)
         self.taken += 1
         # The replacement is started when the job ends (runner calls fill_later), not now: its 3-4 s of imports
         # would compete for the cores with the very compile the user is waiting for.
-        if not job.wait_ready(limits.READY_TIMEOUT):
+        if not job.wait_ready(self.settings.ready_timeout):
             log.warning("a worker did not become ready: %s", job.log()[-500:])
         return job
 

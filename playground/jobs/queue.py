@@ -5,32 +5,21 @@
   (measured on the H200: throughput falls 2-4x while event timings barely move), so a timing needs the GPU alone.
 - A bound on how many may wait in all; beyond it a job is turned away at once with "busy, try again in N s" (N from
   the recent job durations), rather than left to wait minutes behind a browser that may be gone.
-- Per browser session: at most SESSION_INFLIGHT jobs running or waiting, and a token bucket (a burst, then a steady
-  rate), so one student's clicking or script cannot fill the queue for 29 others. Answers from the result cache cost
-  nothing and are not counted.
+- Per student: at most `session_inflight` jobs running or waiting, and a token bucket (a burst, then a steady rate),
+  so one student's clicking or script cannot fill the queue for 29 others. Answers from the result cache cost
+  nothing and are not counted. The numbers are settings (playground/settings.py).
 """
 from __future__ import annotations
 
 import collections
 import contextlib
 import math
-import os
 import threading
 import time
 from typing import Callable, Iterator
 
+from ..settings import Settings, current
 
-def _env(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(f"PLAYGROUND_{name}", default))
-    except ValueError:
-        return default
-
-
-QUEUE_LIMIT = int(_env("QUEUE_LIMIT", 100))          # jobs waiting (not running), all kinds together
-SESSION_INFLIGHT = int(_env("SESSION_INFLIGHT", 3))  # running + waiting, per session
-SESSION_BURST = _env("SESSION_BURST", 12)            # jobs a session may start back to back ...
-SESSION_RATE = _env("SESSION_RATE", 0.5)             # ... then this many per second (30 a minute)
 ANONYMOUS = "anon"  # callers without a session (the command line, a grader) share only the global bounds
 
 
@@ -54,7 +43,12 @@ class Resource:
 
 
 class Scheduler:
-    def __init__(self, cpu_slots: int, gpus: list[int]):
+    def __init__(self, cpu_slots: int, gpus: list[int], settings: Settings | None = None):
+        settings = settings or current()
+        self.queue_limit = settings.queue_limit            # jobs waiting (not running), all kinds together
+        self.session_inflight = settings.session_inflight  # running + waiting, per session
+        self.session_burst = settings.session_burst        # jobs a session may start back to back ...
+        self.session_rate = settings.session_rate          # ... then this many per second
         self.cond = threading.Condition()
         self.resources = {"cpu": Resource("cpu", list(range(cpu_slots))), "gpu": Resource("gpu", gpus)}
         self.inflight: collections.Counter = collections.Counter()
@@ -64,24 +58,24 @@ class Scheduler:
     def _take_token(self, session: str) -> float:
         """0 if the session may start a job now, else the seconds until it may."""
         now = time.monotonic()
-        tokens, last = self.buckets.get(session, (SESSION_BURST, now))
-        tokens = min(SESSION_BURST, tokens + (now - last) * SESSION_RATE)
+        tokens, last = self.buckets.get(session, (self.session_burst, now))
+        tokens = min(self.session_burst, tokens + (now - last) * self.session_rate)
         if tokens < 1:
             self.buckets[session] = (tokens, now)
-            return (1 - tokens) / SESSION_RATE
+            return (1 - tokens) / self.session_rate
         self.buckets[session] = (tokens - 1, now)
         if len(self.buckets) > 10000:  # forget sessions idle long enough to have a full bucket again
-            full = SESSION_BURST / SESSION_RATE
+            full = self.session_burst / self.session_rate
             self.buckets = {s: b for s, b in self.buckets.items() if now - b[1] < full}
         return 0.0
 
     def _admit(self, kind: str, session: str) -> None:
         res = self.resources[kind]
         waiting = sum(len(r.waiting) for r in self.resources.values())
-        if waiting >= QUEUE_LIMIT:
+        if waiting >= self.queue_limit:
             raise Busy(f"the server is busy ({waiting} jobs waiting)", res.eta(len(res.waiting)))
         if session != ANONYMOUS:
-            if self.inflight[session] >= SESSION_INFLIGHT:
+            if self.inflight[session] >= self.session_inflight:
                 raise Busy(f"you already have {self.inflight[session]} jobs running or waiting; wait for one to "
                            "finish", res.eta(0))
             wait = self._take_token(session)
@@ -149,6 +143,6 @@ class Scheduler:
         with self.cond:
             out = {k: {"running": r.running, "waiting": len(r.waiting), "slots": r.size,
                        "mean_job_seconds": round(r.mean_seconds, 2)} for k, r in self.resources.items()}
-            out["limit"] = QUEUE_LIMIT
+            out["limit"] = self.queue_limit
             out["sessions"] = len(self.inflight)
             return out

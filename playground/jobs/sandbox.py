@@ -9,7 +9,7 @@ server's files, the network (a new, empty network namespace: even loopback is do
 Two ways to run bwrap, chosen by who the server is:
 - server is root (a dev machine, CI, a container run as root): bwrap runs privileged without a user namespace, drops
   every capability except setuid/setgid, and the worker switches at once to a uid of its own (one per live job,
-  from JOB_UID_BASE), so RLIMIT_NPROC counts that job alone and the job cannot read the server's root-owned files.
+  from the job_uid_base setting), so RLIMIT_NPROC counts that job alone and the job cannot read the server's root-owned files.
 - server is an ordinary user (the Docker image): bwrap makes a user namespace; RLIMIT_NPROC, set inside it by the
   worker, counts the processes of that namespace.
 Where bwrap cannot create namespaces (some container hosts forbid it), jobs run as plain processes in their own
@@ -27,40 +27,36 @@ import tempfile
 import threading
 from pathlib import Path
 
-from . import limits
+from ..settings import Settings, current
 
 log = logging.getLogger("playground.jobs")
 ROOT = Path(__file__).resolve().parents[2]
 INSIDE = "/job"  # where a job sees its own folder in bwrap mode
-JOB_UID_BASE = int(os.environ.get("PLAYGROUND_JOB_UID_BASE", 61000))
-JOB_UID_COUNT = 1000
-PASSED_ENV_PREFIXES = ("TILELANG_", "CUDA_", "NVIDIA_", "NVCC_")
-PASSED_ENV = ("LD_LIBRARY_PATH", "LANG", "LC_ALL", "TZ")
+JOB_UID_COUNT = 1000  # uids from the job_uid_base setting on
 
 
 _root: Path | None = None
 
 
-def server_jobs_dir(pid: int) -> Path:
+def server_jobs_dir(pid: int, settings: Settings | None = None) -> Path:
     """The folder of job folders of the server process `pid` (on this machine, for this user)."""
-    base = Path(os.environ.get("PLAYGROUND_JOBS_DIR")
-                or Path(tempfile.gettempdir()) / f"playground-jobs-{os.geteuid()}")
+    base = (settings or current()).jobs_dir or Path(tempfile.gettempdir()) / f"playground-jobs-{os.geteuid()}"
     return base / f"server-{pid}"
 
 
-def jobs_root() -> Path:
+def jobs_root(settings: Settings | None = None) -> Path:
     """Where this server's job folders live: outside the repository, a folder per server process (so that two
     servers, or a server and the tests, never clean up each other's jobs). Folders of servers that are gone (killed
     without cleaning up) are removed the first time this is called."""
     global _root
     if _root is None or not _root.exists():
-        base = server_jobs_dir(os.getpid()).parent
+        base = server_jobs_dir(os.getpid(), settings).parent
         base.mkdir(mode=0o711, parents=True, exist_ok=True)
         for old in base.glob("server-*"):
             pid = old.name.removeprefix("server-")
             if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
                 remove_job_dir(old)
-        _root = server_jobs_dir(os.getpid())
+        _root = server_jobs_dir(os.getpid(), settings)
         _root.mkdir(mode=0o711, exist_ok=True)
     return _root
 
@@ -84,6 +80,9 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+_mode_lock = threading.Lock()
 
 
 # -- job uids (root servers only) ---------------------------------------------------------------------------------
@@ -124,15 +123,24 @@ class UidPool:
             os.close(fd)  # closing the file releases the lock
 
 
-UIDS = UidPool(JOB_UID_BASE, JOB_UID_COUNT)
+_uid_pools: dict[int, UidPool] = {}
+_uid_pools_lock = threading.Lock()
 
 
-def use_job_uids() -> bool:
+def uid_pool(settings: Settings | None = None) -> UidPool:
+    """The job uids of this server: JOB_UID_COUNT of them from the job_uid_base setting."""
+    base = (settings or current()).job_uid_base
+    with _uid_pools_lock:
+        return _uid_pools.setdefault(base, UidPool(base, JOB_UID_COUNT))
+
+
+def use_job_uids(settings: Settings | None = None) -> bool:
     """A root server gives each job a uid of its own. Without bwrap (which binds what a job needs under folders
     anyone may enter) only if the job can still reach its Python and the code as that uid."""
-    if os.geteuid() != 0 or os.environ.get("PLAYGROUND_JOB_UIDS", "1") == "0":
+    settings = settings or current()
+    if os.geteuid() != 0 or not settings.job_uids:
         return False
-    if mode().kind == "bwrap":
+    if mode(settings).kind == "bwrap":
         return True
     return all(_others_can_enter(p) for p in (sys.base_prefix, sys.prefix, str(ROOT),
                                               os.path.realpath(sys.executable)))
@@ -153,8 +161,8 @@ def _others_can_enter(path: str) -> bool:
 SUBDIRS = ("tmp", "shm", "cache", "tilelang-cache", "src")
 
 
-def make_job_dir(uid: int | None) -> Path:
-    path = Path(tempfile.mkdtemp(prefix="job-", dir=jobs_root()))
+def make_job_dir(uid: int | None, settings: Settings | None = None) -> Path:
+    path = Path(tempfile.mkdtemp(prefix="job-", dir=jobs_root(settings)))
     for sub in SUBDIRS:
         (path / sub).mkdir()
     if uid is not None:
@@ -176,51 +184,58 @@ def remove_job_dir(path: Path) -> None:
 
 
 # -- the environment ------------------------------------------------------------------------------------------------
-def job_env(job_dir: str, uid: int | None, gpu_index: int | None = None) -> dict[str, str]:
-    """Only what a job needs: no server secrets (a password, tokens) reach user code."""
+# Settings a job's worker reads back from its environment (Settings.from_env): its bounds and its own cache folder.
+JOB_SETTINGS = ("cache_dir", "processes", "threads", "no_gpu")
+
+
+def job_env(job_dir: str, uid: int | None, gpu_index: int | None = None,
+            settings: Settings | None = None) -> dict[str, str]:
+    """Only what a job needs: no server secrets (a password, tokens) reach user code. The job's settings travel
+    here, made by Settings.to_env, so that its worker sets the limits the server was given."""
+    settings = settings or current()
+    inherited = settings.inherited_env
     venv_bin = str(Path(sys.executable).parent)
     # The server's PATH too (a CUDA or a TileLang installed beside the venv); in bwrap only what is bound exists.
-    path = [venv_bin, *os.environ.get("PATH", "").split(":"), "/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin",
+    path = [venv_bin, *inherited.get("PATH", "").split(":"), "/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin",
             "/bin"]
-    threads = str(limits.THREADS_PER_POOL)
+    threads = str(settings.threads)
     env = {
         "PATH": ":".join(dict.fromkeys(p for p in path if p)),
         "HOME": job_dir, "TMPDIR": f"{job_dir}/tmp", "USER": "job", "LOGNAME": "job",
-        "PYTHONPATH": ":".join([str(ROOT), *extra_pythonpath()]), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
-        "PLAYGROUND_JOB_DIR": job_dir,
-        "PLAYGROUND_CACHE_DIR": f"{job_dir}/cache",
+        "PYTHONPATH": ":".join([str(ROOT), *extra_pythonpath(settings)]), "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
         "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
         "TVM_NUM_THREADS": threads,
+        **settings.replace(cache_dir=Path(job_dir) / "cache").to_env(*JOB_SETTINGS),
     }
-    for k, v in os.environ.items():
-        if k.startswith(PASSED_ENV_PREFIXES) or k in PASSED_ENV:
-            env.setdefault(k, v)
-    # A job's TileLang kernel cache is its own (see cache.py for why it is not shared).
+    for k, v in inherited.items():  # PATH and PYTHONPATH are set above, from the server's own
+        env.setdefault(k, v)
+    # A job's TileLang kernel cache is its own (see result_cache.py for why it is not shared).
     env["TILELANG_CACHE_DIR"] = f"{job_dir}/tilelang-cache"
     env["TILELANG_TMP_DIR"] = f"{job_dir}/tmp"
-    env["PLAYGROUND_NPROC"] = str(limits.PROCESSES)
-    if uid is not None:
-        env["PLAYGROUND_JOB_UID"] = str(uid)
     # A compile job sees no GPU (it compiles for an explicit arch); a GPU job sees exactly the one it was given.
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # so CUDA numbers GPUs as nvidia-smi does
     env["CUDA_VISIBLE_DEVICES"] = "" if gpu_index is None else str(gpu_index)
     return env
 
 
-def extra_pythonpath() -> list[str]:
+def extra_pythonpath(settings: Settings | None = None) -> list[str]:
     """The server's own PYTHONPATH entries (packages installed beside the system Python, e.g. TileLang in a folder
     of its own), passed on to jobs and bound read-only into their sandbox."""
     root = str(ROOT)
-    return [p for p in os.environ.get("PYTHONPATH", "").split(":") if p and os.path.isdir(p)
+    pythonpath = (settings or current()).inherited_env.get("PYTHONPATH", "")
+    return [p for p in pythonpath.split(":") if p and os.path.isdir(p)
             and os.path.realpath(p) != root and not os.path.realpath(p).startswith(root + "/")]
 
 
 # -- the bwrap command line ---------------------------------------------------------------------------------------
-def _readonly_paths() -> list[str]:
+def _readonly_paths(settings: Settings | None = None) -> list[str]:
+    settings = settings or current()
     paths = ["/usr", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
              "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime",
-             sys.base_prefix, sys.prefix, str(ROOT / "playground"), str(ROOT / "kernels"), *extra_pythonpath()]
-    cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+             sys.base_prefix, sys.prefix, str(ROOT / "playground"), str(ROOT / "kernels"),
+             *extra_pythonpath(settings)]
+    cuda = settings.inherited_env.get("CUDA_HOME") or settings.inherited_env.get("CUDA_PATH")
     if cuda:
         paths.append(cuda)
     real_python = os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))
@@ -237,7 +252,8 @@ def gpu_devices() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*"))
 
 
-def bwrap_command(job_dir: Path, argv: list[str], gpu: bool, privileged: bool) -> list[str]:
+def bwrap_command(job_dir: Path, argv: list[str], gpu: bool, privileged: bool,
+                  settings: Settings | None = None) -> list[str]:
     cmd = ["bwrap", "--die-with-parent", "--new-session"]
     if privileged:
         # No user namespace: the worker becomes the job uid itself, keeping only the right to do that.
@@ -257,7 +273,7 @@ def bwrap_command(job_dir: Path, argv: list[str], gpu: bool, privileged: bool) -
             "--bind", str(job_dir / "tmp"), "/tmp",
             "--bind", str(job_dir / "shm"), "/dev/shm"]
     made = {"/", "/tmp", "/dev", "/proc", INSIDE}
-    for p in _readonly_paths():
+    for p in _readonly_paths(settings):
         # Folders above a bind are made world-traversable (bwrap would make them 0700 and root's in privileged mode,
         # closing them to the job uid); they hold nothing but the bind.
         for parent in list(reversed(Path(p).parents))[1:]:
@@ -284,21 +300,20 @@ class Mode:
     def __init__(self, kind: str, why: str, privileged: bool = False):
         self.kind, self.why, self.privileged = kind, why, privileged
 
-    def to_json(self) -> dict:
+    def to_json(self, settings: Settings | None = None) -> dict:
         return {"kind": self.kind, "why": self.why,
-                "job_uids": use_job_uids(), "user_namespace": self.kind == "bwrap" and not self.privileged}
+                "job_uids": use_job_uids(settings), "user_namespace": self.kind == "bwrap" and not self.privileged}
 
 
 _mode: Mode | None = None
-_mode_lock = threading.Lock()
 
 
-def mode() -> Mode:
+def mode(settings: Settings | None = None) -> Mode:
     """Probe once whether bwrap can build the real sandbox here; warn loudly if not."""
     global _mode
     with _mode_lock:
         if _mode is None:
-            _mode = _probe()
+            _mode = _probe(settings or current())
             if _mode.kind == "none":
                 log.warning("JOBS ARE NOT SANDBOXED: %s. Student code runs as plain processes with resource limits "
                             "only: it can read what the server can read and reach the network.", _mode.why)
@@ -307,19 +322,20 @@ def mode() -> Mode:
         return _mode
 
 
-def _probe() -> Mode:
-    if os.environ.get("PLAYGROUND_SANDBOX", "bwrap") == "none":
+def _probe(settings: Settings) -> Mode:
+    if settings.sandbox == "none":
         return Mode("none", "turned off by PLAYGROUND_SANDBOX=none")
     if shutil.which("bwrap") is None:
         return Mode("none", "bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
     privileged = os.geteuid() == 0
-    job_dir = make_job_dir(None)
+    job_dir = make_job_dir(None, settings)
     try:
         check = "import os, socket; os.listdir('/job'); s = socket.socket(); s.settimeout(1)\n" \
                 "try:\n s.connect(('10.255.255.1', 9)); print('NETWORK')\nexcept OSError: print('ok')"
-        cmd = bwrap_command(job_dir, [sys.executable, "-c", check], False, privileged)
+        cmd = bwrap_command(job_dir, [sys.executable, "-c", check], False, privileged, settings)
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=job_env(INSIDE, None))
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30,
+                                  env=job_env(INSIDE, None, None, settings))
         except (OSError, subprocess.SubprocessError) as exc:
             return Mode("none", f"bwrap failed to start: {exc}")
         if proc.returncode != 0 or proc.stdout.strip() != "ok":
@@ -338,9 +354,14 @@ def _bwrap_version() -> str:
         return "?"
 
 
-def command(job_dir: Path, argv: list[str], gpu: bool) -> tuple[list[str], str]:
-    """The command line that runs `argv` as this job, and the path of the job folder as the job sees it."""
-    m = mode()
+def inside(job_dir: Path, settings: Settings | None = None) -> str:
+    """The path of the job folder as the job sees it."""
+    return INSIDE if mode(settings).kind == "bwrap" else str(job_dir)
+
+
+def command(job_dir: Path, argv: list[str], gpu: bool, settings: Settings | None = None) -> list[str]:
+    """The command line that runs `argv` as this job."""
+    m = mode(settings)
     if m.kind == "bwrap":
-        return bwrap_command(job_dir, argv, gpu, m.privileged), INSIDE
-    return argv, str(job_dir)
+        return bwrap_command(job_dir, argv, gpu, m.privileged, settings)
+    return argv

@@ -1,5 +1,7 @@
 """One job in its own sandboxed process, started before its request arrives (see pool.py) and used once.
 
+    argv:     --job-dir PATH (its folder, as it sees it) [--uid UID] (a root server's job uid)
+    env:      the job's settings (sandbox.job_env: its process limit, its cache folder), read by Settings.from_env
     started:  drops to its job uid, bounds its processes, imports torch + TileLang (the 3-4 s a cold job would
               otherwise pay after the click), then says {"ready": true} and waits
     stdin:    one request line (JSON): action, kernel, source, params, arch, options, timeout
@@ -10,27 +12,33 @@ before any user code runs, so even output from C code cannot corrupt the protoco
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 
 
-def drop_privileges() -> None:
+def drop_privileges(uid: int | None) -> None:
     """A root server's sandbox starts us as root with only CAP_SETUID/SETGID: become the job's own uid at once."""
-    uid = os.environ.pop("PLAYGROUND_JOB_UID", None)
     if uid is not None and os.geteuid() == 0:
         os.setgroups([])
-        os.setgid(int(uid))
-        os.setuid(int(uid))
+        os.setgid(uid)
+        os.setuid(uid)
     if os.geteuid() == 0 and uid is not None:
         raise SystemExit("could not leave root")
 
 
-def main() -> int:
-    drop_privileges()
-    os.chdir(os.environ["PLAYGROUND_JOB_DIR"])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m playground.jobs.worker")
+    parser.add_argument("--job-dir", required=True)
+    parser.add_argument("--uid", type=int)
+    args = parser.parse_args(argv)
+    drop_privileges(args.uid)
+    os.chdir(args.job_dir)
+    from playground.settings import Settings
     from playground.jobs.limits import set_nproc
-    set_nproc()
+    settings = Settings.from_env().install()  # what the server handed this job: its limits, its cache folder
+    set_nproc(settings.processes)
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -56,7 +64,7 @@ def main() -> int:
         send({"progress": {"what": str(what)[:200], "fraction": float(fraction)}})
 
     action, kernel = request["action"], request["kernel"]
-    workdir = os.path.join(os.environ["PLAYGROUND_JOB_DIR"], "src")
+    workdir = os.path.join(args.job_dir, "src")
     try:
         with time_limit(request.get("timeout")):
             result = execute(action, kernel, request.get("source"), request.get("params") or {},

@@ -3,7 +3,6 @@ the handlers that wire them to the gateway. Handlers are thin: engine JSON goes 
 highlight/views/charts/history; every engine call goes through `gateway.call` (run_job)."""
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from pathlib import Path
@@ -12,12 +11,11 @@ import gradio as gr
 
 from . import api, charts, controls as ctl, gateway, history as hist, views
 from . import insight_tabs  # the Lowering and Profile tabs, the roofline (issue 21)
+from ..settings import Settings, current as current_settings
 from .highlight import code_html, source_line_choices
 from .styles import SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
 
-ENGINE_CONCURRENCY = int(os.environ.get("PLAYGROUND_UI_CONCURRENCY", "64"))  # the job layer queues CPU and GPU itself (bench/load.json)
 DRAFT_KEY = "tilelang-playground-draft"
-DRAFT_SECRET = os.environ.get("PLAYGROUND_DRAFT_SECRET", "tilelang-playground")  # localStorage obfuscation only
 AUTO = "auto"
 LEGEND = ('<div class="pg-legend">Click or select lines in the editor, or hover a CUDA line, to see what came '
           'from where.'
@@ -58,7 +56,10 @@ def _progress(progress):
 class Page:
     """The components of one page, and the handlers over them."""
 
-    def __init__(self):
+    def __init__(self, settings: Settings | None = None):
+        # ui_concurrency: engine requests handed on at once (the job layer queues CPU and GPU itself, bench/load.json);
+        # draft_secret: obfuscates the draft in localStorage only.
+        self.settings = settings or current_settings()
         self.names = gateway.kernel_names()
         if not self.names:
             raise RuntimeError("no kernel of the catalogue loads; check kernels/")
@@ -70,7 +71,7 @@ class Page:
     def build(self) -> gr.Blocks:
         first = ctl.controls_for(gateway.describe(self.default_kernel))
         with gr.Blocks(title="TileLang Playground") as demo:
-            self.draft = gr.BrowserState(None, storage_key=DRAFT_KEY, secret=DRAFT_SECRET)
+            self.draft = gr.BrowserState(None, storage_key=DRAFT_KEY, secret=self.settings.draft_secret)
             self.history = gr.State([])
             self.last = gr.State(None)        # what the code panes show: cuda, line_map, ptx, sass, host, source
             self.tuned = gr.State(None)       # the last autotune result
@@ -185,7 +186,7 @@ class Page:
                                         elem_id="pg-diff")
                 insight_tabs.build(self)
 
-            api.register(ENGINE_CONCURRENCY, "engine")
+            api.register(self.settings.ui_concurrency, "engine")
             self.wire(demo)
         return demo
 
@@ -475,7 +476,7 @@ class Page:
                           {*self.p_slots, *self.t_slots, self.draft, self.share, self.py_dl},
                           api_visibility="private", **light)
 
-        engine_kw = dict(concurrency_limit=ENGINE_CONCURRENCY, concurrency_id="engine", show_progress="full",
+        engine_kw = dict(concurrency_limit=self.settings.ui_concurrency, concurrency_id="engine", show_progress="full",
                          show_progress_on=[self.status], api_visibility="private")
         common = {self.status, self.error_box, self.log_acc, self.log, self.error_line, self.draft, self.share,
                   self.py_dl}
@@ -506,5 +507,5 @@ class Page:
         insight_tabs.wire(self)
 
 
-def build_demo() -> gr.Blocks:
-    return Page().build()
+def build_demo(settings: Settings | None = None) -> gr.Blocks:
+    return Page(settings).build()

@@ -2,28 +2,40 @@
 from __future__ import annotations
 
 import hmac
-import os
-from pathlib import Path
 
 import gradio as gr
 from fastapi.responses import JSONResponse
 
+from ..settings import Settings, SettingsError, current
 from . import gateway, styles
 
-QUEUE_SIZE = int(os.environ.get("PLAYGROUND_UI_QUEUE", "256"))
+
+def password_of(settings: Settings) -> str | None:
+    """The `password` setting, else the first line of the `password_file`, else None (no login).
+
+    A password file that is named but empty or unreadable is a mistake that would otherwise open the class's server
+    to anyone: it raises SettingsError, and the server does not start."""
+    if settings.password:
+        return settings.password
+    path = settings.password_file
+    if path is None:
+        return None
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"PLAYGROUND_PASSWORD_FILE={str(path)!r} cannot be read ({exc.__class__.__name__}: "
+                            f"{getattr(exc, 'strerror', None) or exc}); the server does not start without the "
+                            "password it names") from None
+    first = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if not first:
+        raise SettingsError(f"PLAYGROUND_PASSWORD_FILE={str(path)!r} is empty; the server does not start "
+                            "without the password it names (unset the variable for a server without login)")
+    return first
 
 
 def password_from_env(env: dict | None = None) -> str | None:
-    """PLAYGROUND_PASSWORD, else the first line of the file named by PLAYGROUND_PASSWORD_FILE, else None."""
-    env = os.environ if env is None else env
-    if env.get("PLAYGROUND_PASSWORD"):
-        return env["PLAYGROUND_PASSWORD"]
-    path = env.get("PLAYGROUND_PASSWORD_FILE")
-    if path:
-        text = Path(path).read_text().strip()
-        if text:
-            return text.splitlines()[0].strip()
-    return None
+    """password_of the settings `env` gives (this process's settings when None)."""
+    return password_of(current() if env is None else Settings.from_env(env))
 
 
 def checker(password: str):
@@ -48,19 +60,20 @@ def add_health_route(app) -> None:
 
 
 def serve(host: str = "0.0.0.0", port: int = 7860, password: str | None = None, *, demo: gr.Blocks | None = None,
-          prevent_thread_lock: bool = False, quiet: bool = False):
+          prevent_thread_lock: bool = False, quiet: bool = False, settings: Settings | None = None):
     """Build (unless given) and launch the page; returns (demo, app, local_url). Blocks unless prevent_thread_lock."""
+    settings = settings or current()
     if demo is None:
         from .layout import build_demo
-        demo = build_demo()
-    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=None)
+        demo = build_demo(settings)
+    demo.queue(max_size=settings.ui_queue, default_concurrency_limit=None)
     app, url, _ = demo.launch(
         server_name=host, server_port=port, auth=checker(password) if password else None,
         auth_message="TileLang Playground: enter the class password (any user name).", prevent_thread_lock=True,
         quiet=quiet, show_error=True, theme=styles.theme(), css=styles.css(), head=styles.HEAD, ssr_mode=False,
         footer_links=["api", "gradio"])
     add_health_route(app)
-    gateway.start_jobs()
+    gateway.start_jobs(settings)
     if not prevent_thread_lock:
         demo.block_thread()
     return demo, app, url
