@@ -9,6 +9,7 @@ answers its no-GPU `device` error, which is enough to see where and when each jo
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -147,8 +148,9 @@ def _exists(pid: int) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def seen():
+@contextlib.contextmanager
+def ray_head(gpus: int, arch: str):
+    """A Ray head (2 CPUs, `gpus` GPUs of `arch`) in a network namespace of its own; yields (its pid, a folder)."""
     why = _namespaces_work()
     if why:
         pytest.skip(why)
@@ -157,24 +159,17 @@ def seen():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("PLAYGROUND_RAY", None)
     ray_bin = str(Path(sys.executable).parent / "ray")
-    head_cmd = (f"ip link set lo up && exec {ray_bin} start --head --block --port={PORT} --num-cpus=2 --num-gpus=2 "
-                f"--resources='{{\"sm_90a\": 2}}' --node-ip-address=127.0.0.1 --disable-usage-stats "
-                f"--include-dashboard=false --object-store-memory=100000000 --temp-dir={temp}")
+    head_cmd = (f"ip link set lo up && exec {ray_bin} start --head --block --port={PORT} --num-cpus=2 "
+                f"--num-gpus={gpus} --resources='{{\"{arch}\": {gpus}}}' --node-ip-address=127.0.0.1 "
+                f"--disable-usage-stats --include-dashboard=false --object-store-memory=100000000 --temp-dir={temp}")
     head = subprocess.Popen(["unshare", "-n", "bash", "-c", head_cmd], cwd=ROOT, env=env, start_new_session=True,
                             stdout=open(Path(temp) / "head.log", "w"), stderr=subprocess.STDOUT)
-    out_file = Path(temp) / "seen.json"
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not list(Path(temp).glob("session_*/sockets/raylet")):
             time.sleep(0.5)
         time.sleep(2)
-        driver_env = {**env, "PLAYGROUND_RAY": f"127.0.0.1:{PORT}", "PLAYGROUND_NO_GPU": "1"}
-        code = (f"import json, sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import test_jobs_ray as t; "
-                f"json.dump(t.scenario({head.pid}), open({str(out_file)!r}, 'w'), default=str)")
-        driver = subprocess.run(["nsenter", "-t", str(head.pid), "-n", sys.executable, "-c", code], cwd=ROOT,
-                                env=driver_env, capture_output=True, text=True, timeout=540)
-        assert out_file.exists(), f"the scenario wrote nothing:\n{driver.stderr[-4000:]}"
-        yield json.loads(out_file.read_text())
+        yield head.pid, Path(temp)
     finally:
         try:
             tree = {p.pid for p in psutil.Process(head.pid).children(recursive=True)} | {head.pid}
@@ -183,6 +178,25 @@ def seen():
         _kill_tree(head.pid, tree)
         head.wait(timeout=30)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def drive(head_pid: int, temp: Path, call: str) -> dict:
+    """Run `call` (an expression of this module, answering a dict) as the server would, beside the head."""
+    out_file = temp / "seen.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0",
+           "PLAYGROUND_RAY": f"127.0.0.1:{PORT}"}
+    code = (f"import json, sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import test_jobs_ray as t; "
+            f"json.dump(t.{call}, open({str(out_file)!r}, 'w'), default=str)")
+    driver = subprocess.run(["nsenter", "-t", str(head_pid), "-n", sys.executable, "-c", code], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=540)
+    assert out_file.exists(), f"the scenario wrote nothing:\n{driver.stderr[-4000:]}"
+    return json.loads(out_file.read_text())
+
+
+@pytest.fixture(scope="module")
+def seen():
+    with ray_head(2, "sm_90a") as (head_pid, temp):
+        yield drive(head_pid, temp, f"scenario({head_pid})")
 
 
 # -- what was seen -------------------------------------------------------------------------------------------------
@@ -245,6 +259,29 @@ def test_a_lost_cluster_gives_a_clear_answer_not_a_hang(seen):
         assert result["error"]["stage"] == "busy" and "Ray cluster at 127.0.0.1" in result["error"]["message"]
         assert seen[f"{key}_seconds"] < 60, seen[f"{key}_seconds"]
     assert seen["lost_again_seconds"] < 5  # once known to be gone: answered at once
+
+
+# -- on a real GPU ----------------------------------------------------------------------------------------------
+def gpu_scenario() -> dict:
+    sys.path.insert(0, str(ROOT))
+    from playground.jobs import runner
+    result = runner.run_job("run", "vector_add", None, {"N": 1 << 20}, session="s-gpu")
+    runner.shutdown()
+    return result
+
+
+@pytest.mark.gpu
+def test_a_run_on_a_real_gpu_through_a_ray_actor_is_timed_there():
+    sys.path.insert(0, str(ROOT))
+    from playground.jobs import hardware
+    gpu = hardware.gpus()[0]
+    with ray_head(1, gpu["arch"]) as (head_pid, temp):
+        result = drive(head_pid, temp, "gpu_scenario()")
+    assert result["ok"], result.get("error")
+    assert result["ran_on"]["gpu"] == 0 and result["ran_on"]["arch"] == gpu["arch"]
+    assert result["ran_on"]["finished"] > result["ran_on"]["started"]
+    assert result["verified"] and all(v["passed"] for v in result["verification"])
+    assert result["timing"]["median_ms"] > 0
 
 
 if __name__ == "__main__":  # python tests/test_jobs_ray.py HEAD_PGID: the scenario alone, printed

@@ -197,6 +197,8 @@ class _Bridge:
             except lost as exc:  # Ray has retried it once already
                 return error(action, kernel, "internal", "the cluster's worker running this compile stopped twice "
                              f"(Ray retried it once): {_first_line(exc)}")
+            except TimeoutError as exc:
+                return error(action, kernel, "timeout", str(exc))
         arch = request.get("arch")
         same = [w for w in self.workers if w["arch"] == arch]
         if not same:
@@ -208,6 +210,8 @@ class _Bridge:
         for w in [first, (others or [first])[0]]:  # a dead actor restarts; another GPU, if there is one, is quicker
             try:
                 result = self.wait(w["actor"].run.remote(request, timeout), w["actor"], timeout, progress)
+            except TimeoutError as exc:
+                return error(action, kernel, "timeout", str(exc))
             except lost as exc:
                 where = f"GPU {w.get('gpu')} on {w.get('hostname') or w['node']}"
                 if failure is not None:
@@ -229,7 +233,7 @@ class _Bridge:
             if ready:
                 return self.ray.get(ref)
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no answer from the cluster within {timeout + ANSWER_SLACK:g} s")
+                raise TimeoutError(f"the cluster's worker gave no answer within {timeout + ANSWER_SLACK:g} s")
             if actor is not None:
                 try:
                     now = self.ray.get(actor.progress.remote(), timeout=2)
@@ -357,7 +361,8 @@ class Cluster:
                                  f"({self._tail()})")
                 log.warning("%s", self.why_down)
             for ident, box in self.pending.items():
-                box.append({"id": ident, "lost": self.why_down})
+                box.append({"id": ident, "lost": self.why_down or f"the server stopped talking to the Ray cluster "
+                                                                   f"at {self.address}"})
                 self.events[ident].set()
 
     @staticmethod
