@@ -26,10 +26,10 @@ from .pool import Pool
 from .queue import Busy, Scheduler
 
 log = logging.getLogger("playground.jobs")
-ACTIONS = ("compile", "run", "tune", "sweep", "ir", "profile", "memcheck")
-GPU_ACTIONS = ("run", "tune", "sweep", "profile", "memcheck")  # ir: the lowering pass by pass, on the CPU like a
-# compile (engine/ir.py); profile, memcheck: Nsight Compute and compute-sanitizer over the kernel
-# (engine/profile.py), the GPU taken alone like a run
+ACTIONS = ("compile", "run", "tune", "sweep", "build_submission", "grade", "ir", "profile", "memcheck")
+GPU_ACTIONS = ("run", "tune", "sweep", "grade", "profile", "memcheck")  # build_submission, grade: a submission
+# (engine/grading.py); ir: the lowering pass by pass, on the CPU like a compile (engine/ir.py); profile, memcheck:
+# Nsight Compute and compute-sanitizer over the kernel (engine/profile.py), the GPU taken alone like a run
 OPTIONS = {"seed": int, "graph": bool, "max_configs": int}  # what a caller may pass through to the engine
 SOURCE_LIMIT = 256 * 1024  # characters: a kernel file is a few KiB
 NO_GPU = ("no CUDA GPU is present on this server: compile works without one, run, tune and sweep need one")

@@ -1,0 +1,559 @@
+"""A class on one server: share links, exercises with hidden tests, submissions, leaderboards, the teacher's view.
+
+    /share (kernel, source, params[, summary]) → {"ok", "id", "url"}      content-addressed, immutable, kept in SQLite
+    /open_share (id) → {"ok", "kernel", "source", "params", "summary"}
+    /exercises () → [{"name", "title", "statement", "starter", "visible", "timed", "target_ms", ...}]
+    /submit (exercise, source, params) → {"ok", "median_ms", "speedup", "rank", ...} or {"ok": false, "error"}
+    /leaderboard (exercise) → {"ok", "rows": [{"rank", "student", "median_ms", "speedup", ...}]}
+    /teacher_* (..., teacher_password): every submission, one submission's code, CSV, reset a board, import a roster
+
+Who is who: a student's name is the login's user name (Gradio's `request.username`): a roster imported by the
+teacher (per-student passwords, stored hashed), the class password (any name), or a reverse proxy's authenticated
+user header (`PLAYGROUND_USER_HEADER`, through Gradio's auth_dependency). The teacher logs in as `teacher` with
+PLAYGROUND_TEACHER_PASSWORD, or passes that password to the teacher's endpoints.
+
+A submission is graded in two jobs (playground/engine/grading.py): one runs the student's Python only to build the
+kernel's TIR for each problem; the other, which runs none of the student's Python, compiles that TIR, verifies it on
+the visible and the hidden problems with fresh inputs, times it, and verifies it again. The hidden problems and the
+seeds are sent to the jobs, never to the page; what the page gets about a hidden problem is only pass or fail.
+
+This module never imports or runs a user's code: source text goes to run_job, exercise folders are ours.
+"""
+from __future__ import annotations
+
+import csv
+import hmac
+import io
+import json
+import logging
+import os
+import re
+import secrets
+import threading
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from ..settings import Settings, current
+from ..store import ShareError, Store, StoreError
+
+log = logging.getLogger("playground.classroom")
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISES_DIR = ROOT / "exercises"
+TEACHER = "teacher"  # the teacher's user name at the login
+SOURCE_LIMIT = 256 * 1024
+BUILD_TIMEOUT = 240.0   # seconds: the student's factory, once per problem (no compile)
+GRADE_TIMEOUT = 600.0   # seconds: compile every problem's kernel, verify, time, verify again
+NO_GPU = ("This server has no GPU, so it cannot take submissions: each one is verified and timed on a GPU. "
+          "Compile works here; submit on the class's GPU server.")
+
+
+def error(stage: str, message: str, **extra) -> dict:
+    """A failed answer in the engine's one error shape."""
+    return {"ok": False, "error": {"stage": stage, "message": message, "line": extra.pop("line", None),
+                                   "log": extra.pop("log", "")}, **extra}
+
+
+# -- exercises --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Exercise:
+    """One folder of exercises/: statement.md, starter.py, reference.py, exercise.toml."""
+    name: str
+    title: str
+    statement: str
+    starter: str
+    reference: str       # reference.py's text: make_inputs, reference, BASELINES, flops, bytes_moved
+    factory: str         # the function a submission defines
+    dtype: str
+    visible: tuple       # problems the students see
+    hidden: tuple        # problems they do not
+    timed: dict          # the problem the board is timed at (public)
+    target_ms: float | None
+
+    @property
+    def problems(self) -> list[dict]:
+        """What the grader checks, in order: visible, hidden, then the timed problem (checked and timed)."""
+        return [dict(p) for p in self.visible] + [dict(p) for p in self.hidden] + [dict(self.timed)]
+
+    def kind(self, index: int) -> str:
+        return ("visible" if index < len(self.visible) else "hidden" if index < len(self.visible) + len(self.hidden)
+                else "timed")
+
+    def public(self) -> dict:
+        """What students may see: never the hidden problems, the reference or a seed."""
+        return {"name": self.name, "title": self.title, "statement": self.statement, "starter": self.starter,
+                "factory": self.factory, "dtype": self.dtype, "visible": [dict(p) for p in self.visible],
+                "timed": dict(self.timed), "target_ms": self.target_ms, "hidden_count": len(self.hidden)}
+
+
+class ExerciseError(ValueError):
+    pass
+
+
+def load_exercise(folder: Path) -> Exercise:
+    folder = Path(folder)
+    try:
+        config = tomllib.loads((folder / "exercise.toml").read_text())
+        statement = (folder / "statement.md").read_text()
+        starter = (folder / "starter.py").read_text()
+        reference = (folder / "reference.py").read_text()
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ExerciseError(f"{folder.name}: {exc}") from None
+    missing = [k for k in ("factory", "visible", "hidden", "timed") if k not in config]
+    if missing:
+        raise ExerciseError(f"{folder.name}/exercise.toml lacks {', '.join(missing)}")
+    problems = list(config["visible"]) + list(config["hidden"]) + [config["timed"]]
+    names = set(problems[0])
+    for p in problems:
+        if not isinstance(p, dict) or set(p) != names or not all(isinstance(v, int) and v > 0 for v in p.values()):
+            raise ExerciseError(f"{folder.name}: every problem must name the same sizes ({sorted(names)}) as "
+                                f"positive integers, not {p}")
+    title = config.get("title") or statement.lstrip("# ").splitlines()[0]
+    return Exercise(folder.name, str(title), statement, starter, reference, str(config["factory"]),
+                    str(config.get("dtype", "float16")), tuple(config["visible"]), tuple(config["hidden"]),
+                    dict(config["timed"]), float(config["target_ms"]) if "target_ms" in config else None)
+
+
+def load_exercises(folder: Path = EXERCISES_DIR) -> dict[str, Exercise]:
+    """Every exercise folder that loads; one that does not is logged and left out (a teacher still writing it)."""
+    found = {}
+    for sub in sorted(Path(folder).glob("*/exercise.toml")):
+        try:
+            ex = load_exercise(sub.parent)
+        except ExerciseError as exc:
+            log.warning("exercise left out: %s", exc)
+            continue
+        found[ex.name] = ex
+    return found
+
+
+def label(problem: dict) -> str:
+    return " × ".join(f"{k}={v}" for k, v in problem.items())
+
+
+# -- the class ---------------------------------------------------------------------------------------------------
+class Classroom:
+    """The class's server-side state and rules. `run_job` and `has_gpu` are the job layer's; `store` is made from
+    the settings' data folder on first use."""
+
+    def __init__(self, settings: Settings | None = None, store: Store | None = None, run_job=None, has_gpu=None,
+                 exercises_dir: Path = EXERCISES_DIR, class_password: str | None = None):
+        self.settings = settings or current()
+        self._store = store
+        self._store_lock = threading.Lock()
+        self._run_job = run_job
+        self._has_gpu = has_gpu
+        self.exercises_dir = Path(exercises_dir)
+        self.class_password = class_password if class_password is not None else self.settings.password
+        self._submitting: set[str] = set()
+        self._submitting_lock = threading.Lock()
+
+    @property
+    def store(self) -> Store:
+        with self._store_lock:
+            if self._store is None:
+                self._store = Store(self.settings.data_dir)
+            return self._store
+
+    def run_job(self, *args, **kwargs) -> dict:
+        if self._run_job is None:
+            from playground.jobs import run_job
+            self._run_job = run_job
+        return self._run_job(*args, **kwargs)
+
+    def has_gpu(self) -> bool:
+        if self._has_gpu is None:
+            from playground.jobs import health
+            return bool(health().get("gpus"))
+        return bool(self._has_gpu())
+
+    def exercises_by_name(self) -> dict[str, Exercise]:
+        return load_exercises(self.exercises_dir)  # read each time: a teacher adds a folder without a restart
+
+    # -- share links ------------------------------------------------------------------------------------------------
+    def share(self, kernel: str, source: str, params: dict | None, summary: dict | None = None,
+              base_url: str = "") -> dict:
+        try:
+            share_id = self.store.put_share(kernel, source or "", params or {}, summary)
+        except ShareError as exc:
+            return error("parameters", str(exc))
+        except StoreError as exc:
+            log.exception("share failed")
+            return error("internal", f"the share could not be stored: {exc}")
+        return {"ok": True, "id": share_id, "url": f"{base_url.rstrip('/')}/?s={share_id}"}
+
+    def open_share(self, share_id: str) -> dict:
+        found = self.store.get_share(share_id)
+        if found is None:
+            return error("parameters", f"no shared kernel has the id {str(share_id)[:40]!r}: check the link (ids "
+                                       "are 10 or more letters and digits)")
+        return {"ok": True, **found}
+
+    # -- exercises and submissions ----------------------------------------------------------------------------------
+    def exercises(self) -> list[dict]:
+        return [ex.public() for ex in self.exercises_by_name().values()]
+
+    def submit(self, student: str | None, exercise: str, source: str, params: dict | None,
+               on_progress=None) -> dict:
+        """Verify (visible and hidden problems, fresh inputs), time, verify again; record; answer."""
+        if not student:
+            return error("permission", "submitting needs to know who you are, and this server has no login: the "
+                                       "teacher sets a class password or imports a roster (README, Teaching a class)")
+        ex = self.exercises_by_name().get(str(exercise or ""))
+        if ex is None:
+            return error("parameters", f"no exercise named {exercise!r}; the exercises are "
+                                       f"{', '.join(self.exercises_by_name()) or 'none'}")
+        if not isinstance(source, str) or not source.strip():
+            return error("parameters", "the submission is empty: put your kernel in the editor")
+        if len(source) > SOURCE_LIMIT:
+            return error("parameters", f"the submission is over {SOURCE_LIMIT // 1024} KiB")
+        tile, bad = self._tile_params(ex, params)
+        if bad:
+            return error("parameters", bad)
+        if not self.has_gpu():
+            return error("device", NO_GPU)
+        with self._submitting_lock:
+            if student in self._submitting:
+                return error("busy", "your previous submission is still being graded: wait for its answer")
+            self._submitting.add(student)
+        try:
+            return self._grade(student, ex, source, tile, on_progress)
+        finally:
+            with self._submitting_lock:
+                self._submitting.discard(student)
+
+    @staticmethod
+    def _tile_params(ex: Exercise, params) -> tuple[dict, str | None]:
+        params = dict(params or {})
+        params.pop("arch", None)
+        fixed = [k for k in params if k in ex.timed or k == "dtype"]
+        if fixed:
+            return {}, (f"{', '.join(fixed)} {'is' if len(fixed) == 1 else 'are'} set by the exercise; params are "
+                        f"your kernel's tile parameters only")
+        for k, v in params.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", str(k)) or not isinstance(v, (int, float, bool, str)):
+                return {}, f"parameter {str(k)[:64]!r}: a tile parameter is a name and a number, flag or word"
+            if isinstance(v, str):  # the page's controls send text: numbers become numbers
+                try:
+                    params[k] = json.loads(v) if re.fullmatch(r"-?\d+(\.\d+)?|true|false", v) else v
+                except ValueError:
+                    pass
+        return params, None
+
+    def _grade(self, student: str, ex: Exercise, source: str, tile: dict, on_progress) -> dict:
+        problems = ex.problems
+        timed = len(problems) - 1
+        session = f"student:{student}"
+        built = self.run_job("build_submission", f"exercise:{ex.name}", source,
+                             {"factory": ex.factory, "problems": problems, "dtype": ex.dtype, "tile": tile},
+                             session=session, timeout=BUILD_TIMEOUT, on_progress=on_progress)
+        if (built.get("error") or {}).get("stage") == "busy":
+            return error("busy", built["error"]["message"])
+        tir = built.get("tir")
+        if not built.get("ok") or not isinstance(tir, list) or len(tir) != len(problems) \
+                or not all(isinstance(t, str) for t in tir):
+            answer = self._refusal(ex, built.get("error"), None, "building your kernel failed")
+            return self._record(student, ex, source, tile, answer)
+        graded = self.run_job("grade", f"exercise:{ex.name}", None,
+                              {"factory": ex.factory, "reference": ex.reference, "tir": tir, "problems": problems,
+                               "timed": timed, "dtype": ex.dtype, "seed": _seed(), "recheck_seed": _seed()},
+                              session=session, timeout=GRADE_TIMEOUT, on_progress=on_progress)
+        if (graded.get("error") or {}).get("stage") == "busy":
+            return error("busy", graded["error"]["message"])
+        checks = self._checks(ex, graded.get("verification") or [])
+        if not graded.get("ok"):
+            answer = self._refusal(ex, graded.get("error"), graded.get("failed_problem"),
+                                   "your kernel was not accepted")
+            answer["checks"] = checks
+            return self._record(student, ex, source, tile, answer)
+        baselines = graded.get("baselines") or {}
+        baseline_name = next(iter(baselines), None)
+        baseline_ms = baselines.get(baseline_name)
+        median_ms = float(graded["median_ms"])
+        answer = {"ok": True, "exercise": ex.name, "student": student, "median_ms": median_ms,
+                  "baseline": baseline_name, "baseline_ms": baseline_ms,
+                  "speedup": (baseline_ms / median_ms) if baseline_ms else None, "target_ms": ex.target_ms,
+                  "met_target": ex.target_ms is not None and median_ms <= ex.target_ms,
+                  "timed_at": label(ex.timed), "checks": checks,
+                  "message": f"accepted: verified on {len(ex.visible)} visible and {len(ex.hidden)} hidden shapes "
+                             f"and again after timing; {median_ms:.4f} ms at {label(ex.timed)}"}
+        answer = self._record(student, ex, source, tile, answer, times=graded.get("times"))
+        if answer.get("ok"):
+            board = self.store.leaderboard(ex.name)
+            answer["rank"] = next((r["rank"] for r in board if r["student"] == student), None)
+        return answer
+
+    @staticmethod
+    def _checks(ex: Exercise, verification: list[dict]) -> list[dict]:
+        """The verdicts as a student may see them: a hidden problem by number only, pass or fail, no sizes."""
+        out, hidden_seen = [], 0
+        for v in verification:
+            kind = ex.kind(int(v.get("problem", -1))) if isinstance(v.get("problem"), int) else "hidden"
+            if kind == "hidden":
+                hidden_seen += 1
+                out.append({"problem": f"hidden shape {hidden_seen}", "passed": bool(v.get("passed")),
+                            "message": "ok" if v.get("passed") else "wrong result"})
+            else:
+                out.append({"problem": label(ex.problems[v["problem"]]), "passed": bool(v.get("passed")),
+                            "rel_error": v.get("rel_error"), "message": v.get("message")})
+        return out
+
+    @staticmethod
+    def _refusal(ex: Exercise, err: dict | None, failed: int | None, what: str) -> dict:
+        """The refusal a student sees: the engine's message for a visible problem, a plain one for a hidden one."""
+        err = dict(err or {"stage": "internal", "message": "no answer from the grader", "line": None, "log": ""})
+        message = str(err.get("message") or "")
+        match = re.match(r"problem (\d+): (.*)", message, re.S)  # the build job names the problem it failed at
+        if match:
+            failed, message = int(match.group(1)), match.group(2)
+        if failed is not None and 0 <= failed < len(ex.problems) and ex.kind(failed) == "hidden":
+            kinds = {"verify": "gives a wrong result", "tilelang": "does not compile", "nvcc": "does not compile",
+                     "device": "fails on the GPU", "python": "raises an exception", "timeout": "runs too long"}
+            text = (f"{what}: it passes the visible shapes but {kinds.get(err.get('stage'), 'fails')} at a hidden "
+                    f"shape. Check sizes that are not multiples of your tiles, and tiny or odd sizes.")
+            return error(err.get("stage") or "verify", text, hidden=True)
+        where = f" (at {label(ex.problems[failed])})" if failed is not None and 0 <= failed < len(ex.problems) \
+            and f"{label(ex.problems[failed])}" not in message else ""
+        return error(err.get("stage") or "internal", f"{what}{where}: {message}", line=err.get("line"),
+                     log=err.get("log") or "", hidden=False)
+
+    def _record(self, student: str, ex: Exercise, source: str, tile: dict, answer: dict,
+                times: dict | None = None) -> dict:
+        """Keep the submission (accepted or refused) for the board and the teacher."""
+        detail = {"checks": answer.get("checks"), "times": times,
+                  "error": (answer.get("error") or {}).get("message")}
+        try:
+            answer["submission"] = self.store.add_submission(
+                ex.name, student, source, tile, accepted=bool(answer.get("ok")),
+                median_ms=answer.get("median_ms") if answer.get("ok") else None,
+                baseline_ms=answer.get("baseline_ms") if answer.get("ok") else None,
+                message=answer.get("message") or (answer.get("error") or {}).get("message", ""), detail=detail)
+        except StoreError as exc:
+            log.exception("recording a submission failed")
+            return error("internal", f"the submission was graded but could not be recorded: {exc}")
+        return answer
+
+    def leaderboard(self, exercise: str) -> dict:
+        ex = self.exercises_by_name().get(str(exercise or ""))
+        if ex is None:
+            return error("parameters", f"no exercise named {exercise!r}")
+        rows = self.store.leaderboard(ex.name)
+        for r in rows:
+            r["met_target"] = ex.target_ms is not None and r["median_ms"] <= ex.target_ms
+        return {"ok": True, "exercise": ex.name, "timed_at": label(ex.timed), "target_ms": ex.target_ms,
+                "rows": rows}
+
+    # -- who is who ---------------------------------------------------------------------------------------------------
+    def login(self, username: str, password: str) -> bool:
+        """Gradio's auth: the teacher with the teacher password; a student of the roster with their own password;
+        without a roster, any other name with the class password."""
+        name = " ".join(str(username or "").split())
+        given = str(password or "").encode()
+        if name.lower() == TEACHER:
+            teacher = self.settings.teacher_password
+            return bool(teacher) and hmac.compare_digest(given, teacher.encode())
+        if self.store.has_roster():
+            return self.store.check_student(name, str(password or ""))
+        return bool(self.class_password) and bool(name) and hmac.compare_digest(given, self.class_password.encode())
+
+    def login_needed(self) -> bool:
+        """Is there anything to log in with (else the page is open, as without a class password today)?"""
+        return bool(self.class_password or self.settings.teacher_password or self.store.has_roster())
+
+    def is_teacher(self, username: str | None, teacher_password: str | None = None) -> bool:
+        teacher = self.settings.teacher_password
+        if not teacher:
+            return False
+        if username and " ".join(str(username).split()).lower() == TEACHER and not self.settings.user_header:
+            return True  # logged in as the teacher (the login checked the password)
+        return bool(teacher_password) and hmac.compare_digest(str(teacher_password).encode(), teacher.encode())
+
+    # -- the teacher's view ---------------------------------------------------------------------------------------------
+    def _teacher_only(self, username, teacher_password) -> dict | None:
+        if not self.settings.teacher_password:
+            return error("permission", "the teacher's view is off: set PLAYGROUND_TEACHER_PASSWORD")
+        if not self.is_teacher(username, teacher_password):
+            return error("permission", "only the teacher may do this: log in as 'teacher' or give the teacher "
+                                       "password")
+        return None
+
+    def import_roster(self, username, teacher_password, roster_csv: str) -> dict:
+        """A CSV of names (a `name` column, else the first column) → a new password for each, stored hashed; the
+        passwords are in the answer only, for the teacher to hand out."""
+        if (refused := self._teacher_only(username, teacher_password)) is not None:
+            return refused
+        rows = list(csv.reader(io.StringIO(str(roster_csv or ""))))
+        if rows and any(c.strip().lower() == "name" for c in rows[0]):
+            col = [c.strip().lower() for c in rows[0]].index("name")
+            rows = rows[1:]
+        else:
+            col = 0
+        names = []
+        for r in rows:
+            if len(r) > col and r[col].strip():
+                name = " ".join(r[col].split())
+                if name.lower() == TEACHER:
+                    return error("parameters", "'teacher' is the teacher's user name; rename that student")
+                if name not in names:
+                    names.append(name)
+        if not names:
+            return error("parameters", "the roster has no names: one name a line, or a CSV with a 'name' column")
+        passwords = {n: secrets.token_urlsafe(8) for n in names}
+        try:
+            self.store.add_students(passwords)
+        except (StoreError, ValueError) as exc:
+            return error("parameters", f"the roster was not imported: {exc}")
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["name", "password"])
+        writer.writerows(passwords.items())
+        return {"ok": True, "students": len(passwords), "csv": out.getvalue()}
+
+    def all_submissions(self, username, teacher_password, exercise: str = "") -> dict:
+        if (refused := self._teacher_only(username, teacher_password)) is not None:
+            return refused
+        return {"ok": True, "rows": self.store.submissions(exercise or None)}
+
+    def open_submission(self, username, teacher_password, submission_id) -> dict:
+        if (refused := self._teacher_only(username, teacher_password)) is not None:
+            return refused
+        try:
+            found = self.store.submission(int(submission_id))
+        except (TypeError, ValueError):
+            found = None
+        if found is None:
+            return error("parameters", f"no submission number {submission_id!r}")
+        return {"ok": True, **found}
+
+    def export_csv(self, username, teacher_password, exercise: str = "") -> dict:
+        if (refused := self._teacher_only(username, teacher_password)) is not None:
+            return refused
+        out = io.StringIO()
+        fields = ["id", "exercise", "student", "status", "median_ms", "baseline_ms", "speedup", "message",
+                  "submitted_at"]
+        writer = csv.DictWriter(out, fields, extrasaction="ignore")
+        writer.writeheader()
+        for row in self.store.submissions(exercise or None):
+            writer.writerow({**row, "submitted_at": time.strftime("%Y-%m-%d %H:%M:%S",
+                                                                  time.gmtime(row["created_at"]))})
+        return {"ok": True, "csv": out.getvalue()}
+
+    def reset_board(self, username, teacher_password, exercise: str) -> dict:
+        if (refused := self._teacher_only(username, teacher_password)) is not None:
+            return refused
+        if exercise not in self.exercises_by_name():
+            return error("parameters", f"no exercise named {exercise!r}")
+        self.store.reset_board(exercise)
+        return {"ok": True, "exercise": exercise, "rows": []}
+
+
+def _seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
+# -- the named API endpoints ---------------------------------------------------------------------------------------
+_classroom: Classroom | None = None
+_classroom_lock = threading.Lock()
+
+
+def classroom() -> Classroom:
+    """The server's Classroom, made from this process's settings on first use (`install` sets another)."""
+    global _classroom
+    with _classroom_lock:
+        if _classroom is None:
+            _classroom = Classroom(current())
+        return _classroom
+
+
+def install(room: Classroom) -> Classroom:
+    """Make `room` the one the endpoints and the page use (the server at start-up, with its settings)."""
+    global _classroom
+    with _classroom_lock:
+        _classroom = room
+    return room
+
+
+def user_of(request) -> str | None:
+    """The logged-in user's name (Gradio sets it from the login, or from the proxy header's auth_dependency)."""
+    name = getattr(request, "username", None) if request is not None else None
+    return " ".join(str(name).split()) or None if name else None
+
+
+def base_url_of(request) -> str:
+    """This page's address as the browser sees it (a proxy's forwarded host and scheme win), for absolute links."""
+    headers = getattr(request, "headers", None) or {}
+    host = headers.get("x-forwarded-host") or headers.get("host")
+    if not host:
+        return ""
+    scheme = headers.get("x-forwarded-proto") or "http"
+    return f"{scheme}://{host}"
+
+
+def share(kernel: str, source: str = "", params: dict | None = None, summary: dict | None = None,
+          request: gr.Request = None) -> dict:
+    """Store the kernel, its edited source and parameters (and a result summary) under a short immutable id;
+    {"ok", "id", "url"} where url opens the page with all of it restored (/?s=ID)."""
+    return classroom().share(kernel, source, params, summary, base_url_of(request))
+
+
+def open_share(share_id: str, request: gr.Request = None) -> dict:
+    """What a share link holds: {"ok", "kernel", "source", "params", "summary"}."""
+    return classroom().open_share(share_id)
+
+
+def exercises(request: gr.Request = None) -> list[dict]:
+    """The exercises: name, title, statement (Markdown), starter code, the visible shapes, the timed shape, the
+    time target. The hidden shapes stay on the server."""
+    return classroom().exercises()
+
+
+def submit(exercise: str, source: str, params: dict | None = None, request: gr.Request = None) -> dict:
+    """Grade a solution: verified on the visible and hidden shapes with fresh inputs, timed, verified again; on the
+    board if accepted (needs a GPU server and a login)."""
+    return classroom().submit(user_of(request), exercise, source, params)
+
+
+def leaderboard(exercise: str, request: gr.Request = None) -> dict:
+    """The exercise's board: per student, the best accepted time, its speedup over the baseline, target met."""
+    return classroom().leaderboard(exercise)
+
+
+def teacher_submissions(exercise: str = "", teacher_password: str = "", request: gr.Request = None) -> dict:
+    """Teacher: every submission (all students, accepted and refused), newest first; "" for every exercise."""
+    return classroom().all_submissions(user_of(request), teacher_password, exercise)
+
+
+def teacher_open(submission: int, teacher_password: str = "", request: gr.Request = None) -> dict:
+    """Teacher: one submission with its source and what the grader said."""
+    return classroom().open_submission(user_of(request), teacher_password, submission)
+
+
+def teacher_export(exercise: str = "", teacher_password: str = "", request: gr.Request = None) -> dict:
+    """Teacher: every submission as CSV text ({"ok", "csv"})."""
+    return classroom().export_csv(user_of(request), teacher_password, exercise)
+
+
+def teacher_reset(exercise: str, teacher_password: str = "", request: gr.Request = None) -> dict:
+    """Teacher: empty an exercise's board (the submissions stay in the teacher's list)."""
+    return classroom().reset_board(user_of(request), teacher_password, exercise)
+
+
+def teacher_roster(roster_csv: str, teacher_password: str = "", request: gr.Request = None) -> dict:
+    """Teacher: import a roster (CSV of names); answers each student's new password as CSV, once."""
+    return classroom().import_roster(user_of(request), teacher_password, roster_csv)
+
+
+ENDPOINTS = (share, open_share, exercises, submit, leaderboard, teacher_submissions, teacher_open, teacher_export,
+             teacher_reset, teacher_roster)
+
+
+def register(concurrency_limit: int | None, concurrency_id: str) -> None:
+    """Add the class's endpoints to the Blocks being built (call inside `with gr.Blocks():`). Submissions share the
+    engine's concurrency group: they are engine jobs."""
+    for fn in ENDPOINTS:
+        engine = fn is submit
+        gr.api(fn, api_name=fn.__name__, concurrency_limit=concurrency_limit if engine else None,
+               concurrency_id=concurrency_id if engine else None)

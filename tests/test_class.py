@@ -1,0 +1,313 @@
+"""A class on one server (playground/ui/classroom.py, playground/engine/grading.py): share links, exercises without
+their hidden data, per-student logins, the teacher's view, and submissions graded on the GPU.
+
+The endpoints are tested through Gradio's own server and client, with the class's login in front of them."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from gradio_client import Client
+
+from playground.settings import Settings
+from playground.store import Store
+from playground.ui import classroom as cls
+
+pytestmark = [pytest.mark.timeout(600),
+              pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]  # from Gradio's queue
+TEACHER_PW = "teacher-secret"
+CLASS_PW = "class-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def room_for(tmp_path, **settings) -> cls.Classroom:
+    s = Settings(data_dir=tmp_path / "data", teacher_password=TEACHER_PW, password=CLASS_PW).replace(**settings)
+    return cls.Classroom(s)
+
+
+# -- share links -----------------------------------------------------------------------------------------------------
+def test_a_share_round_trips_exactly_and_survives_a_restart(tmp_path):
+    room = room_for(tmp_path)
+    source = "def gemm(M, N, K):\n    return 'edited ünicode'\n\n\n"
+    params = {"M": "1000", "block_M": "64", "dtype": "bfloat16", "arch": "sm_80"}
+    shared = room.share("gemm", source, params, {"median_ms": 0.5}, "http://class:7860")
+    assert shared["ok"] and shared["url"] == f"http://class:7860/?s={shared['id']}"
+    assert len(shared["id"]) >= 10 and shared["id"].isalnum()
+    assert room.share("gemm", source, params)["id"] == shared["id"]  # content-addressed
+    assert room.share("gemm", source + " ", params)["id"] != shared["id"]
+
+    restarted = room_for(tmp_path)
+    opened = restarted.open_share(shared["id"])
+    assert (opened["kernel"], opened["source"], opened["params"]) == ("gemm", source, params)
+    assert opened["summary"] == {"median_ms": 0.5}
+
+
+def test_unknown_or_oversized_shares_get_a_clear_message(tmp_path):
+    room = room_for(tmp_path)
+    for bad in ("nosuchid00", "../../etc/passwd", ""):
+        answer = room.open_share(bad)
+        assert not answer["ok"] and "no shared kernel" in answer["error"]["message"]
+    big = room.share("gemm", "x" * (300 * 1024), {})
+    assert not big["ok"] and "at most 256 KiB" in big["error"]["message"]
+    assert "plain JSON" in room.share("gemm", "", {"f": object()})["error"]["message"]
+
+
+# -- exercises -----------------------------------------------------------------------------------------------------------
+def test_the_shipped_exercises_load_with_statement_starter_and_hidden_shapes():
+    found = cls.load_exercises()
+    assert {"vector_add", "tiled_gemm", "softmax"} <= set(found)
+    for ex in found.values():
+        assert ex.statement.startswith("# ") and f"def {ex.factory}(" in ex.starter
+        assert ex.hidden and ex.visible and ex.target_ms
+        assert not set(map(json.dumps, ex.hidden)) & set(map(json.dumps, ex.visible))
+
+
+def test_the_exercise_listing_carries_no_hidden_shape_reference_or_seed(tmp_path):
+    room = room_for(tmp_path)
+    listing = room.exercises()
+    text = json.dumps(listing)
+    for ex in cls.load_exercises().values():
+        item = next(i for i in listing if i["name"] == ex.name)
+        assert {"name", "title", "statement", "starter"} <= set(item)
+        assert item["hidden_count"] == len(ex.hidden)
+        for problem in ex.hidden:
+            assert json.dumps(problem) not in text
+            assert not any(re.search(rf'"{k}": {v}\b', json.dumps(item)) for k, v in problem.items()
+                           if v not in [p.get(k) for p in ex.visible] + [ex.timed.get(k)])
+    assert "reference" not in text and "seed" not in text
+
+
+def test_a_refusal_at_a_hidden_shape_names_no_size():
+    ex = cls.load_exercises()["vector_add"]
+    hidden = len(ex.visible)  # the first hidden problem
+    refusal = cls.Classroom._refusal(ex, {"stage": "verify", "message": f"wrong result at {ex.hidden[0]['N']}: x",
+                                          "line": 3, "log": f"N={ex.hidden[0]['N']}"}, hidden, "not accepted")
+    assert refusal["hidden"] and "hidden shape" in refusal["error"]["message"]
+    assert str(ex.hidden[0]["N"]) not in json.dumps(refusal)
+    visible = cls.Classroom._refusal(ex, {"stage": "verify", "message": "relative error 1 over the limit"}, 0, "no")
+    assert str(ex.visible[0]["N"]) in visible["error"]["message"]
+    checks = cls.Classroom._checks(ex, [{"problem": i, "passed": i != hidden, "rel_error": 0.5, "message": "m"}
+                                        for i in range(len(ex.problems))])
+    assert [c["problem"] for c in checks if c["problem"].startswith("hidden")] == \
+        [f"hidden shape {k + 1}" for k in range(len(ex.hidden))]
+    assert not any(re.search(rf"\b{p['N']}\b", json.dumps(checks)) for p in ex.hidden)
+
+
+def test_submit_checks_who_what_and_whether_there_is_a_gpu(tmp_path):
+    room = cls.Classroom(Settings(data_dir=tmp_path), has_gpu=lambda: False)
+    starter = cls.load_exercises()["vector_add"].starter
+    assert room.submit(None, "vector_add", starter, {})["error"]["stage"] == "permission"
+    assert "no exercise named" in room.submit("ada", "nope", starter, {})["error"]["message"]
+    assert "set by the exercise" in room.submit("ada", "vector_add", starter, {"N": 5})["error"]["message"]
+    no_gpu = room.submit("ada", "vector_add", starter, {"block_N": "2048"})
+    assert no_gpu["error"] == {"stage": "device", "message": cls.NO_GPU, "line": None, "log": ""}
+    assert room.store.submissions() == []  # nothing graded, nothing recorded
+
+
+# -- who is who, and the teacher's view ---------------------------------------------------------------------------------
+def test_logins_teacher_roster_and_class_password(tmp_path):
+    room = room_for(tmp_path)
+    assert room.login("teacher", TEACHER_PW) and not room.login("teacher", CLASS_PW)
+    assert room.login("anyone", CLASS_PW) and not room.login("anyone", "guess")  # no roster yet: the class password
+    roster = room.import_roster("teacher", "", "name,email\nAda Lovelace,a@x\nGrace Hopper,g@x\n")
+    passwords = {r["name"]: r["password"] for r in csv.DictReader(io.StringIO(roster["csv"]))}
+    assert set(passwords) == {"Ada Lovelace", "Grace Hopper"}
+    assert room.login("Ada Lovelace", passwords["Ada Lovelace"])
+    assert not room.login("Ada Lovelace", passwords["Grace Hopper"])
+    assert not room.login("anyone", CLASS_PW)  # with a roster, only its students
+    stored = Store(tmp_path / "data").db.query("SELECT password_hash FROM students")
+    assert not any(pw in r[0] for r in stored for pw in passwords.values())
+    assert not room.import_roster("Ada Lovelace", "", "Mallory")["ok"]
+
+
+def test_only_the_teacher_sees_code_lists_exports_and_resets(tmp_path):
+    room = room_for(tmp_path)
+    room.store.add_submission("vector_add", "Ada", "ADA'S SECRET KERNEL", {}, accepted=True, median_ms=0.2,
+                              baseline_ms=0.1)
+    for user, pw in (("Grace", ""), ("Grace", CLASS_PW), (None, "wrong")):
+        for answer in (room.all_submissions(user, pw), room.open_submission(user, pw, 1),
+                       room.export_csv(user, pw), room.reset_board(user, pw, "vector_add")):
+            assert answer["error"]["stage"] == "permission" and "SECRET" not in json.dumps(answer)
+    board = room.leaderboard("vector_add")
+    assert board["rows"][0]["student"] == "Ada" and "SECRET" not in json.dumps(board)
+    assert board["rows"][0]["speedup"] == pytest.approx(0.5)
+    assert room.open_submission("teacher", "", 1)["source"] == "ADA'S SECRET KERNEL"
+    assert room.open_submission(None, TEACHER_PW, 1)["ok"]
+    assert "Ada" in room.export_csv(None, TEACHER_PW)["csv"]
+    assert room.reset_board("teacher", "", "vector_add")["ok"] and room.leaderboard("vector_add")["rows"] == []
+    off = cls.Classroom(Settings(data_dir=tmp_path / "off"))
+    assert "PLAYGROUND_TEACHER_PASSWORD" in off.all_submissions("teacher", "")["error"]["message"]
+
+
+@pytest.fixture(scope="module")
+def class_server(tmp_path_factory):
+    """The class's endpoints in Gradio's server, behind the class's login."""
+    import gradio as gr
+    room = cls.install(room_for(tmp_path_factory.mktemp("class")))
+    room.store.add_submission("softmax", "Ada", "ADA'S SECRET KERNEL", {}, accepted=True, median_ms=0.1)
+    with gr.Blocks() as demo:
+        cls.register(4, "engine")
+    demo.queue()
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), auth=room.login,
+                            prevent_thread_lock=True, quiet=True)
+    yield url
+    demo.close()
+    cls.install(None)
+
+
+def test_the_endpoints_share_list_and_separate_teacher_from_student(class_server):
+    student = Client(class_server, auth=("Grace", CLASS_PW), verbose=False)
+    shared = student.predict("softmax", "# my edit\n", {"threads": "256"}, None, api_name="/share")
+    assert shared["ok"] and shared["url"].endswith(f"/?s={shared['id']}")
+    opened = Client(class_server, auth=("Other", CLASS_PW), verbose=False).predict(shared["id"],
+                                                                                    api_name="/open_share")
+    assert (opened["kernel"], opened["source"], opened["params"]) == ("softmax", "# my edit\n", {"threads": "256"})
+    assert {e["name"] for e in student.predict(api_name="/exercises")} >= {"vector_add", "tiled_gemm", "softmax"}
+    assert student.predict("softmax", api_name="/leaderboard")["rows"][0]["student"] == "Ada"
+    refused = student.predict("", "", api_name="/teacher_submissions")
+    assert refused["error"]["stage"] == "permission" and "SECRET" not in json.dumps(refused)
+    teacher = Client(class_server, auth=("teacher", TEACHER_PW), verbose=False)
+    rows = teacher.predict("", "", api_name="/teacher_submissions")["rows"]
+    assert rows[0]["student"] == "Ada"
+    assert teacher.predict(rows[0]["id"], "", api_name="/teacher_open")["source"] == "ADA'S SECRET KERNEL"
+    with pytest.raises(Exception):
+        Client(class_server, auth=("teacher", CLASS_PW), verbose=False)  # the class password is not the teacher's
+
+
+# -- the grader's two halves, on the CPU -------------------------------------------------------------------------------
+def test_the_build_job_runs_the_submission_in_the_sandbox_and_answers_tir(tmp_path):
+    """The first half of grading, through the job layer: the student's factory called for every problem."""
+    from playground.jobs import run_job
+    ex = cls.load_exercises()["vector_add"]
+    built = run_job("build_submission", "exercise:vector_add", ex.starter,
+                    {"factory": ex.factory, "problems": ex.problems, "dtype": ex.dtype, "tile": {"block_N": 512}},
+                    timeout=180)
+    assert built["ok"], built.get("error")
+    assert len(built["tir"]) == len(ex.problems)
+    from playground.engine.grading import load_tir
+    funcs = [load_tir(t) for t in built["tir"]]
+    assert [int(f.buffer_map[f.params[0]].shape[0]) for f in funcs] == [p["N"] for p in ex.problems]
+
+    not_a_kernel = ex.starter + "\n\ndef vector_add(N, dtype='float16', **_):\n    return lambda a, b: a + b\n"
+    refused = run_job("build_submission", "exercise:vector_add", not_a_kernel,
+                      {"factory": ex.factory, "problems": ex.problems, "dtype": ex.dtype, "tile": {}}, timeout=180)
+    assert not refused["ok"] and "must return a @T.prim_func" in refused["error"]["message"]
+
+
+def test_the_grader_refuses_tir_that_calls_out_of_the_kernel():
+    import tilelang  # noqa: F401
+    import tilelang.language as T
+    import tvm
+    from playground.engine.errors import StageError
+    from playground.engine.grading import load_tir
+
+    @T.prim_func
+    def escapes(A: T.Tensor((4,), "float32")):
+        T.evaluate(T.call_extern("int32", "system", "touch /tmp/pwned"))
+
+    with pytest.raises(StageError, match="calls out of itself"):
+        load_tir(tvm.ir.save_json(escapes))
+    with pytest.raises(StageError, match="not a PrimFunc"):
+        load_tir(tvm.ir.save_json(tvm.runtime.convert([1, 2])))
+
+
+# -- on a GPU: submissions graded and put on the board ------------------------------------------------------------------
+WRONG_AT_RAGGED = '''
+import tilelang.language as T
+
+
+def vector_add(N, dtype="float16", block_N=1024, threads=256):
+    # Wrong on purpose: the last, partial block is only handled when it is the only block (N < block_N).
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype), C: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bx:
+            for i in T.Parallel(block_N):
+                if N < block_N:
+                    if i < N:
+                        C[i] = A[i] + B[i]
+                elif bx * block_N + i < N // block_N * block_N:
+                    C[bx * block_N + i] = A[bx * block_N + i] + B[bx * block_N + i]
+
+    return main
+'''
+
+# Patches the grader's reference and comparison from the submission's Python, and writes nothing: in the process
+# that ran it, every check would pass. The grader runs none of this Python, so the outputs stay NaN and it fails.
+PATCHES_THE_REFERENCE = '''
+import sys
+import tilelang.language as T
+
+for name, module in list(sys.modules.items()):
+    if name.startswith("playground") and hasattr(module, "compare"):
+        module.compare = lambda *a, **k: {"passed": True, "rel_error": 0.0, "message": "ok"}
+    if hasattr(module, "reference") and hasattr(module, "make_inputs"):
+        module.reference = lambda *inputs, **_: inputs[0]
+
+
+def vector_add(N, dtype="float16", block_N=1024, threads=256):
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype), C: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bx:
+            for i in T.Parallel(block_N):
+                if bx * block_N + i < N:
+                    C[bx * block_N + i] = A[bx * block_N + i]  # the first input copied: what a patched check wants
+
+    return main
+'''
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_correct_lands_on_the_board_wrong_and_cheating_are_refused(tmp_path, record_property):
+    room = cls.Classroom(Settings(data_dir=tmp_path, teacher_password=TEACHER_PW))
+    ex = cls.load_exercises()["vector_add"]
+
+    good = room.submit("Ada", "vector_add", ex.starter, {"block_N": "2048", "threads": "256"})
+    record_property("correct submission", json.dumps({k: good.get(k) for k in
+                                                     ("ok", "median_ms", "baseline", "speedup", "rank", "message")}))
+    assert good["ok"], good.get("error")
+    assert good["median_ms"] > 0 and good["rank"] == 1
+    assert all(c["passed"] for c in good["checks"]) and len(good["checks"]) == len(ex.problems)
+    board = room.leaderboard("vector_add")["rows"]
+    assert [(r["student"], r["submission"]) for r in board] == [("Ada", good["submission"])]
+
+    wrong = room.submit("Grace", "vector_add", WRONG_AT_RAGGED, {})
+    record_property("wrong at a hidden shape", json.dumps(wrong.get("error")))
+    assert not wrong["ok"] and wrong["hidden"]
+    assert "passes the visible shapes but gives a wrong result at a hidden shape" in wrong["error"]["message"]
+    assert all(c["passed"] for c in wrong["checks"] if not c["problem"].startswith("hidden"))
+    assert not any(re.search(rf"\b{p['N']}\b", json.dumps(wrong)) for p in ex.hidden)
+
+    cheat = room.submit("Mallory", "vector_add", PATCHES_THE_REFERENCE, {})
+    record_property("patched reference", json.dumps(cheat.get("error")))
+    assert not cheat["ok"] and cheat["error"]["stage"] == "verify"
+    assert [r["student"] for r in room.leaderboard("vector_add")["rows"]] == ["Ada"]
+    statuses = {r["student"]: r["status"] for r in room.all_submissions("teacher", "")["rows"]}
+    assert statuses == {"Ada": "accepted", "Grace": "refused", "Mallory": "refused"}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["tiled_gemm", "softmax"])
+def test_on_a_gpu_the_shipped_starters_are_accepted(tmp_path, name, record_property):
+    room = cls.Classroom(Settings(data_dir=tmp_path))
+    answer = room.submit("Ada", name, cls.load_exercises()[name].starter, {})
+    record_property(f"{name} starter", json.dumps({k: answer.get(k) for k in
+                                                   ("ok", "median_ms", "baseline", "speedup", "error")}))
+    assert answer["ok"], answer.get("error")
+    assert answer["speedup"] > 0
+
+
+def test_exercise_folders_are_complete():
+    for folder in sorted(Path(cls.EXERCISES_DIR).iterdir()):
+        if folder.is_dir() and not folder.name.startswith(("_", ".")):
+            assert {"statement.md", "starter.py", "reference.py", "exercise.toml"} <= {p.name for p in
+                                                                                    folder.iterdir()}, folder
