@@ -228,6 +228,12 @@ def markdown_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def library_default(name: str, value: str) -> None:
+    """A library this process uses (Ray) reads a knob of its own from the environment: give it `value` unless the
+    environment already does."""
+    os.environ.setdefault(name, value)
+
+
 def tell_tilelang_compile_timeout(seconds: float) -> None:
     """TileLang reads its nvcc time limit from its own environment variable: set it for this process."""
     os.environ["TILELANG_COMPILE_TIMEOUT_SECONDS"] = str(int(seconds))

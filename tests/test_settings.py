@@ -33,10 +33,7 @@ def environment_readers() -> list[str]:
 
 
 def test_only_the_settings_module_reads_the_environment():
-    readers = set(environment_readers())
-    # profile.py (Nsight Compute, another part of the engine) has not moved to the settings yet: named here so that
-    # the list can only shrink.
-    assert readers - {"playground/engine/profile.py"} == {"playground/settings.py"}, sorted(readers)
+    assert environment_readers() == ["playground/settings.py"]
 
 
 def test_readme_lists_exactly_the_settings_with_their_variables_and_defaults():

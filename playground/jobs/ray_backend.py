@@ -251,7 +251,8 @@ def _first_line(exc: BaseException) -> str:
 
 def bridge_main(address: str) -> int:
     """The bridge process: stdin one JSON request a line, stdout {"hello"} or {"fatal"}, then progress and results."""
-    os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", GCS_LOST_AFTER)
+    from ..settings import library_default
+    library_default("RAY_gcs_rpc_server_reconnect_timeout_s", GCS_LOST_AFTER)
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # Ray's and everyone's prints go to stderr: the protocol is ours alone
     sys.stdout = sys.stderr
