@@ -19,7 +19,7 @@ from typing import Callable
 
 from ..engine.errors import clip, format_exception
 from ..settings import Settings, current
-from . import hardware, sandbox
+from . import hardware, ray_backend, sandbox
 from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
 from .job import error
 from .pool import Pool
@@ -37,6 +37,7 @@ NO_GPU = ("no CUDA GPU is present on this server: compile works without one, run
 
 class _State:
     """The server-wide parts, made on first use: the queue, the spare workers, the result cache."""
+    cluster = None  # jobs run here; ray_backend.ClusterState, with its Cluster, when the setting `ray` is set
 
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -78,7 +79,8 @@ def state(settings: Settings | None = None) -> _State:
             atexit.register(shutdown)
             _exit_hook = True
         if _state is None:
-            _state = _State(settings or current())
+            settings = settings or current()
+            _state = ray_backend.ClusterState(settings) if settings.ray else _State(settings)
         return _state
 
 
@@ -247,7 +249,7 @@ def health() -> dict:
     """For /health and the page's footer: is the server fine, what GPU, how jobs are sandboxed, how full the queue."""
     try:
         st = state()
-        gpus = hardware.gpus(st.settings)
+        gpus = st.gpus if st.cluster else hardware.gpus(st.settings)
         return {
             "ok": True,
             "gpu": gpus[0]["name"] if gpus else None,
@@ -259,6 +261,8 @@ def health() -> dict:
             "spares": {f"{k}{'' if i is None else i}": p.snapshot() for (k, i), p in st.pools.items()},
             "cache": st.cache.snapshot(),
             "tilelang": tilelang_version(),
+            "backend": "ray" if st.cluster else "local",
+            "cluster": st.cluster.health() if st.cluster else None,  # the Ray cluster's address, nodes, GPU workers
         }
     except Exception as exc:
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "gpu": None, "sandbox": "unknown",
