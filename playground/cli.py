@@ -61,11 +61,13 @@ def time_limit(seconds: float | None):
 def execute(action: str, kernel_name: str, source: str | None = None, params: dict | None = None,
             arch: str | None = None, workdir: str | None = None, **options) -> dict:
     """One engine call as JSON: what the command line prints and what a job returns. Never raises for user errors."""
-    from .engine import catalogue
+    from .engine import catalogue, ranges
     from .engine.user_kernel import entry_from
     result: dict = {"ok": False, "kernel": kernel_name, "action": action}
     try:
         with contextlib.redirect_stdout(sys.stderr):  # a print() in the user's code must not corrupt our JSON
+            ranges.check_source(source)
+            ranges.check_arch(arch)
             if action in ("build_submission", "grade"):  # an exercise's submission: no catalogue kernel
                 from .engine.grading import execute as grading_execute
                 result.update(grading_execute(action, source, params or {}, arch, workdir, options.get("progress")))
@@ -76,6 +78,7 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
                 return _jsonable({"ok": True, "action": action, "kernel": kernel.name, **kernel.describe(),
                                   "error": None})
             config = kernel.resolve(params or {})
+            ranges.check_config(kernel, config)
             result["config"] = config.to_json()
             if action == "compile":
                 from .engine.compile import compile_kernel

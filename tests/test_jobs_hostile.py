@@ -265,3 +265,33 @@ def test_gpu_corpus_compiles_here_so_the_gpu_run_tests_its_harm(name, server):
     assert r["ok"], r["error"]
     marker = {"gpu_hang": "while (1)", "gpu_oob_write": "1099511627776", "gpu_memory_bomb": ""}[name]
     assert marker in r["cuda"]
+
+
+# -- values out of range (threat model: "values not range-checked") ------------------------------------------------
+SURROGATE_LINE = 3
+
+
+def with_lone_surrogate() -> str:
+    lines = (ROOT / "kernels" / "vector_add.py").read_text().splitlines(keepends=True)
+    lines.insert(SURROGATE_LINE - 1, "# pasted from a chat: \ud800\n")
+    return "".join(lines)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("kernel,params,arch,source,expect", [
+    ("gemm", {"block_M": -1}, None, None, r"block_M=-1 is out of range: block_M is 1 to 65536"),
+    ("vector_add", {"N": -5}, None, None, r"N=-5 is out of range: a problem size is 1 to 2147483647"),
+    ("vector_add", {"N": 10**12}, None, None, r"N=1000000000000 is out of range: a problem size is 1 to 2147483647"),
+    ("vector_add", {}, 123, None, r"arch 123 is not a target: sm_ and a compute capability, one of sm_90a"),
+    ("vector_add", {}, None, "surrogate", r"line 3, column 23 holds U\+D800"),
+], ids=["block_M=-1", "N=-5", "N=10**12", "arch=123", "lone-surrogate"])
+def test_out_of_range_values_get_a_message_naming_the_parameter_and_its_range(server, kernel, params, arch, source,
+                                                                             expect):
+    text = with_lone_surrogate() if source == "surrogate" else None
+    r = jobs.run_job("compile", kernel, text, params, arch=arch, session="ranges")
+    err = r["error"]
+    assert not r["ok"] and err["stage"] == "parameters", err
+    assert re.search(expect, err["message"]), err["message"]
+    assert "Traceback" not in err["log"]
+    if source == "surrogate":
+        assert err["line"] == SURROGATE_LINE

@@ -17,7 +17,8 @@ import threading
 import time
 from typing import Callable
 
-from ..engine.errors import clip, format_exception
+from ..engine import ranges
+from ..engine.errors import StageError, clip, format_exception
 from ..settings import Settings, current
 from . import hardware, ray_backend, sandbox
 from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
@@ -143,6 +144,11 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
         return error(action, kernel, "parameters", f"parameters and options must be plain values: {exc}")
     if not isinstance(params, dict):
         return error(action, kernel, "parameters", "parameters must be an object of NAME: VALUE")
+    try:  # before a worker is spent on it
+        ranges.check_source(source)
+        ranges.check_arch(arch)
+    except StageError as err:
+        return error(action, kernel, err.stage, err.message, line=err.line)
     st = state()
     gpu = action in GPU_ACTIONS
     if gpu and not st.gpus:

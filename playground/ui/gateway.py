@@ -92,6 +92,20 @@ def describe(name: str) -> dict:
     return catalogue.load(name).describe()
 
 
+def describe_source(kernel: str, source: str | None, params: dict | None = None, *, session: str = "anon") -> dict:
+    """The parameters of the kernel being edited, for the page's controls: {"ok", "name", "entries", "parameters":
+    [{"name", "kind", "required", "default", "choices", "source"}], "required", "problem", "defaults", "dtypes",
+    "space", "options", "presets", "verified", "verification_note", "warnings", "error"} (user_kernel.describe).
+    A shipped kernel's unchanged file is read here; any other text only in a sandboxed job, like a compile."""
+    if normalize_source(kernel, source) is None and kernel:
+        try:
+            return {"ok": True, "action": "describe", **describe(kernel), "error": None}
+        except Exception as exc:
+            return {"ok": False, "kernel": kernel, "action": "describe",
+                    "error": {"stage": "parameters", "message": str(exc)[:500], "line": None, "log": ""}}
+    return call("describe", kernel, source, params, session=session)
+
+
 def original_source(name: str) -> str:
     from playground.engine import catalogue
     return catalogue.builtin_source(name)
