@@ -249,6 +249,93 @@ def _line_of_named_op(message: str, user_file: str, line: int | None) -> int | N
     return next((i for i, text in enumerate(lines, 1) if call in text and not text.lstrip().startswith("#")), line)
 
 
+# TileLang errors worth a shorter message, a line and a hint
+HOPPER_ONLY = re.compile(r"wgmma|\bTMA\b|tma_|mbarrier|cp\.async\.bulk|setmaxnreg|warpgroup|fence_proxy", re.I)
+COPY_MISMATCH = re.compile(r"shape mismatch|s_extent == g_extent|extent.*mismatch", re.I)
+
+
+def explain(err: StageError, kernel: Kernel, prim_func, arch: str) -> StageError:
+    """A `tilelang` error made to say what failed, where: a T.copy between tiles of different shapes named with
+    both shapes at its line; an error naming a buffer pointed at that buffer's allocation; a Hopper-only schedule
+    compiled for an older GPU told so."""
+    if err.stage != "tilelang":
+        return err
+    text = f"{err.message}\n{err.log}"
+    if COPY_MISMATCH.search(err.message) and prim_func is not None:
+        found = _mismatched_copy(kernel, prim_func)
+        if found:
+            message, line = found
+            err.message, err.line = f"{message} ({err.message[:200]})", line or err.line
+    if err.line is None:
+        err.line = _named_buffer_line(err.message, kernel.source)
+    if re.match(r"sm_[5-8]\d", arch) and HOPPER_ONLY.search(text):
+        alternative = " or warp_specialized=False" if "warp_specialized" in getattr(kernel, "tile_names", []) else ""
+        err.message = f"{err.message} — this schedule needs Hopper (sm_90a){alternative}; {arch} has no TMA or wgmma"
+    return err
+
+
+def _regions(call) -> list[tuple[str, list[int]]]:
+    out = []
+    for arg in call.args[:2]:
+        try:
+            load = arg.args[0]
+            extents = [int(e) for e in arg.args[2:]]
+            out.append((load.buffer.name, extents))
+        except (AttributeError, IndexError, TypeError, ValueError):
+            return []
+    return out
+
+
+def _mismatched_copy(kernel: Kernel, prim_func) -> tuple[str, int | None] | None:
+    """The first T.copy whose source and destination tiles differ in shape (dimensions of 1 aside), as a message,
+    and its line: the n-th `T.copy(` of the kernel's function in the source, n its place among the copies."""
+    from tilelang import tvm
+    copies: list = []
+
+    def visit(node):
+        if isinstance(node, tvm.tirx.Evaluate) and isinstance(node.value, tvm.tirx.Call) \
+                and getattr(node.value.op, "name", "") == "tl.tileop.copy":
+            copies.append(node.value)
+    try:
+        tvm.tirx.stmt_functor.post_order_visit(prim_func.body, visit)
+    except Exception:
+        return None
+    for i, call in enumerate(copies):
+        regions = _regions(call)
+        if len(regions) != 2:
+            continue
+        (src, a), (dst, b) = regions
+        if [e for e in a if e != 1] == [e for e in b if e != 1]:
+            continue
+        shape = "×".join(map(str, a)), "×".join(map(str, b))
+        message = (f"T.copy from a {shape[0]} tile of {src} into a {shape[1]} tile of {dst}: the two tiles must "
+                   "have the same shape")
+        return message, _nth_call_line(kernel, "T.copy(", i)
+    return None
+
+
+def _nth_call_line(kernel: Kernel, call: str, n: int) -> int | None:
+    lines = kernel.source.splitlines()
+    entry = getattr(kernel, "entry", None)
+    start = entry.line if entry is not None and entry.line else 1
+    hits = [i for i in range(start, len(lines) + 1)
+            if call in lines[i - 1] and not lines[i - 1].lstrip().startswith("#")]
+    return hits[n] if n < len(hits) else None
+
+
+def _named_buffer_line(message: str, source: str) -> int | None:
+    """The allocation line of the first buffer the message names (`A_shared = T.alloc_shared(...)`)."""
+    allocated: dict[str, int] = {}
+    for n, text in enumerate(source.splitlines(), 1):
+        m = re.match(r"\s*(\w+)\s*=\s*T\.alloc_\w+\(", text)
+        if m:
+            allocated.setdefault(m.group(1), n)
+    for word in re.findall(r"\w+", message):
+        if word in allocated:
+            return allocated[word]
+    return None
+
+
 # -- the compile step -------------------------------------------------------------------------------------------
 @dataclass
 class Built:
@@ -343,7 +430,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         except StageError:
             raise
         except Exception as exc:
-            raise tilelang_error(exc, user_file) from None
+            raise explain(tilelang_error(exc, user_file), kernel, prim_func, arch) from None
         finally:
             if was_enabled:
                 tilelang.env.enable_cache()

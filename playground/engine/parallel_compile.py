@@ -16,7 +16,7 @@ from typing import Callable
 
 from .catalogue import Config, Kernel, load_file
 from . import limits
-from .compile import launch_info, make_prim_func, resolve_arch, tilelang_error
+from .compile import explain, launch_info, make_prim_func, resolve_arch, tilelang_error
 from .errors import StageError
 
 CACHED_PASS_CONFIGS = {"tl.emit_line_directives": True}
@@ -33,7 +33,7 @@ def build_jit(kernel: Kernel, config: Config, arch: str | None):
     except StageError:
         raise
     except Exception as exc:
-        raise tilelang_error(exc, str(kernel.path)) from None
+        raise explain(tilelang_error(exc, str(kernel.path)), kernel, prim_func, arch) from None
     # What cannot launch (shared memory, threads) fails here, as in the full compile, not as a refused launch.
     launch = launch_info(jit)
     if "block" in launch:

@@ -5,7 +5,10 @@ params) → the engine's JSON.
     client = Client("http://localhost:7860/")
     result = client.predict("gemm", "", {"M": 256, "N": 256, "K": 256}, api_name="/compile")
 
-`source` is the kernel file's text ("" = the catalogue's own file); `params` may be left out. Two keys of params are
+`source` is the kernel file's text ("" = the catalogue's own file); `params` may be left out. A kernel of your own
+(any TileLang file: a @tilelang.jit function, a function returning a @T.prim_func, a module-level @T.prim_func) is
+sent as kernel "" with its source; `/describe` answers its parameters, and params' "entry" picks one of several
+kernels in the file. Two keys of params are
 not kernel parameters: "arch" (compile target, e.g. "sm_80") and, for tune, "max_configs".
 """
 from __future__ import annotations
@@ -75,7 +78,14 @@ def memcheck(kernel: str, source: str = "", params: dict | None = None, request:
     return call("memcheck", kernel, source, params, request)
 
 
+def describe(kernel: str, source: str = "", params: dict | None = None, request: gr.Request = None) -> dict:
+    """The kernel's parameters read from the source being edited (kernel "" for a kernel of your own; params may
+    pick one of several kernels in the file with "entry"): what the page builds its controls from."""
+    session = getattr(request, "session_hash", None) or "api"
+    return gateway.describe_source(str(kernel or ""), source, params, session=session)
+
+
 def register(concurrency_limit: int | None, concurrency_id: str) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks():`)."""
-    for fn in (compile, run, tune, sweep, ir, profile, memcheck):
+    for fn in (compile, run, tune, sweep, ir, profile, memcheck, describe):
         gr.api(fn, api_name=fn.__name__, concurrency_limit=concurrency_limit, concurrency_id=concurrency_id)
