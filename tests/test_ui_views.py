@@ -122,6 +122,84 @@ def test_error_view_shows_stage_message_and_the_users_line():
     assert "no CUDA GPU" in no_line and "line" not in re.sub(r"<[^>]+>", "", no_line).lower().replace("no cuda", "")
 
 
+def test_a_cached_compile_reports_the_time_the_user_waited():
+    result = {"ok": True, "kernel": "gemm", "arch": "sm_90a", "compile_seconds": 12.5, "cached": True}
+    text = re.sub(r"<[^>]+>", "", views.status_html("compile", result, waited=0.04))
+    assert "in 0.04 s" in text and "from the cache" in text and "12.50 s" in text
+    assert text.index("0.04 s") < text.index("12.50 s")  # what the user waited first
+    fresh = re.sub(r"<[^>]+>", "", views.status_html("compile", {**result, "cached": False}, waited=13.1))
+    assert "in 13.10 s" in fresh and "cache" not in fresh
+
+
+def test_staged_progress_names_each_stage_with_its_time():
+    assert views.progress_stage("queued: 2 jobs ahead, waiting for a CPU core (about 9 s)") == "queued 3rd"
+    assert views.progress_stage("queued: 0 jobs ahead, waiting for the GPU (about 1 s)") == "queued 1st"
+    assert views.progress_stage("lowering: TileLang builds and lowers the kernel") == "lowering"
+    assert views.progress_stage("nvcc: compiling the generated CUDA") == "nvcc"
+    assert views.progress_stage("verifying 256×256×256") == "verifying"
+    assert views.progress_stage("timing against the baselines") == "timing"
+    text = views.progress_text([("queued 2nd", 0.0), ("lowering", 1.5), ("nvcc", 4.0)], now=6.25)
+    assert text == "queued 2nd 1.5 s ✓ · lowering 2.5 s ✓ · nvcc 2.2 s …"
+
+
+def test_tilelang_errors_show_the_useful_lines_of_the_log():
+    log = """Traceback (most recent call last):
+  File "/x/site-packages/tilelang/jit/__init__.py", line 90, in compile
+    return cached(...)
+  0: tvm::tl::LayoutInference(...)
+  1: 0x00007f3a2b1c
+ValueError: Check failed: (buffer A_shared shape [128, 64]) vs fragment [64, 64] mismatch
+  The loop over k has extent 3
+"""
+    err = {"stage": "tilelang", "message": "ValueError: layout inference failed", "line": 12, "log": log}
+    lines = views.useful_log_lines(err)
+    assert lines == ["ValueError: Check failed: (buffer A_shared shape [128, 64]) vs fragment [64, 64] mismatch"]
+    html = views.error_html(err, "\n" * 20)
+    assert "A_shared shape [128, 64]" in html and "layout inference failed" in html
+    assert views.useful_log_lines({"stage": "python", "message": "x", "log": log}) == []
+
+
+def test_a_resource_error_is_shown_beside_the_controls_it_names():
+    c = ctl.controls_for(GEMM_DESCRIBE)
+    err = {"stage": "resources", "message": "needs 1409 KiB of shared memory (block_K=256, num_stages=4); "
+                                            "sm_90a has 227 KiB", "line": None, "log": ""}
+    named = ctl.named_in(c, err["message"])
+    assert named == ["block_K", "num_stages"]
+    note = views.params_note_html(err, named, {})
+    assert "pg-param-error" in note and "block_K" in note and "1409 KiB" in note
+    assert views.params_note_html({"stage": "tilelang", "message": "block_K"}, [], {}) == ""
+    assert "resources" in views.STAGE_HELP
+
+
+def test_values_outside_the_tuned_space_are_marked_and_every_control_has_help():
+    c = ctl.controls_for(GEMM_DESCRIBE)
+    values = {**c.defaults(), "block_M": "96", "num_stages": "2"}
+    assert list(ctl.outside_space(c, values)) == ["block_M"]
+    assert "96" in ctl.outside_space(c, values)["block_M"] and "64, 128, 256" in ctl.outside_space(c, values)["block_M"]
+    assert ctl.changed(c, values, "bfloat16") == {"block_M": "96", "num_stages": "2", "dtype": "bfloat16"}
+    from playground.ui import gateway as engine
+    for name in engine.kernel_names():
+        k = ctl.controls_for(engine.describe(name))
+        for control in k.problem + k.tile:
+            text = ctl.help_text(name, control)
+            assert len(text) > len(control.name) + 20 and ". " in text, (name, control.name, text)
+    block_k = next(x for x in c.tile if x.name == "block_K")
+    assert "32, 64" in ctl.help_text("gemm", block_k) and "shared memory" in ctl.help_text("gemm", block_k)
+    html = views.param_help_html([("block_K", ctl.help_text("gemm", block_k))])
+    assert 'data-param="block_K"' in html
+
+
+def test_the_sweep_error_is_shown_in_its_tab_and_an_empty_sweep_draws_no_table():
+    failed = {"ok": False, "kernel": "gemm", "error": {"stage": "device", "message": "no CUDA GPU on this server"}}
+    assert views.sweep_frame(failed).empty and charts.sweep_figure(failed) is None
+    assert "no CUDA GPU" in views.action_error_html("sweep", failed)
+    assert views.action_error_html("sweep", SAMPLES["sweep_gemm"]) == ""
+
+
+def test_stale_code_says_so():
+    assert "Stale" in views.stale_note("gemm 256×256×256 fp16") and "gemm 256" in views.stale_note("gemm 256")
+
+
 def test_status_lines():
     assert "failed at line 4" in views.status_html("compile", {"ok": False, "kernel": "gemm", "error": {
         "stage": "tilelang", "message": "bad", "line": 4}})
@@ -216,7 +294,8 @@ def test_history_table_chart_and_compare():
                  config={"problem": {"M": 256}, "dtype": "float16", "tile": {"block_M": "64"}})
     frame = hist.frame(h)
     assert list(frame["#"]) == [3, 2, 1]  # newest first
-    assert frame.loc[0, "result"].startswith("python: boom") and "256 fp16 · 64" in frame.loc[0, "kernel · config"]
+    assert frame.loc[0, "result"].startswith("python: boom")
+    assert "256 fp16 · block_M=64" in frame.loc[0, "kernel · config"]  # each tile value named
     assert frame.loc[1, "median ms"] == pytest.approx(0.2101, abs=1e-4)
     assert [n for _, n in hist.choices(h)] == [2, 1]  # only entries with CUDA can be compared
     assert hist.find(h, "2")["n"] == 2
@@ -227,6 +306,18 @@ def test_history_table_chart_and_compare():
     for _ in range(hist.LIMIT + 5):
         many = hist.add(many, "compile", "gemm", {"ok": True, "cuda": "x"}, False)
     assert len(many) == hist.LIMIT and many[-1]["n"] == hist.LIMIT + 5
+
+
+def test_history_labels_name_only_the_values_that_differ_from_the_defaults():
+    config = {"problem": {"M": 256, "N": 256, "K": 256}, "dtype": "float16",
+              "tile": {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "warp_specialized": True}}
+    defaults = {"block_M": "128", "block_N": "256", "block_K": "64", "num_stages": "3", "warp_specialized": "True"}
+    assert hist.short_config(config, defaults) == "256×256×256 fp16 · block_N=128"
+    assert hist.short_config({**config, "tile": {k: int(v) if v.isdigit() else v for k, v in defaults.items()}},
+                             defaults).endswith("· default tile")
+    h = hist.add([], "compile", "gemm", {"ok": True, "cuda": "x", "config": config}, False, defaults=defaults)
+    assert h[0]["label"] == "256×256×256 fp16 · block_N=128"
+    assert "True" not in h[0]["label"] and "/" not in h[0]["label"]
 
 
 # -- controls ----------------------------------------------------------------------------------------------------

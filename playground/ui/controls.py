@@ -5,6 +5,7 @@ custom value and a chosen one all arrive as text; the engine converts them by th
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 PROBLEM_SLOTS = 8   # dropdowns kept ready for problem sizes (gemm uses 3, attention 4 and a switch)
@@ -21,6 +22,7 @@ class Control:
     default: str
     info: str = ""
     custom: bool = True             # may the user type a value outside the choices?
+    space: list[str] = field(default_factory=list)   # the values the autotuner tries (empty: not tuned)
 
 
 @dataclass
@@ -79,7 +81,8 @@ def controls_for(describe: dict) -> Controls:
         if name in options:
             tile.append(Control(name, "option", _choices(options[name], default), text(default), "option", False))
         elif name in space:
-            tile.append(Control(name, "tile", _choices(space[name], default), text(default), "tuned", True))
+            tile.append(Control(name, "tile", _choices(space[name], default), text(default), "tuned", True,
+                                [text(v) for v in space[name]]))
         else:
             values = [True, False] if isinstance(default, bool) else [default]
             tile.append(Control(name, "tile", _choices(values, default), text(default), "",
@@ -161,3 +164,89 @@ def config_of(controls: Controls, values: dict, dtype: str) -> dict:
     """The values in the engine's config shape ({"problem", "dtype", "tile"}), for labels."""
     return {"problem": {c.name: values.get(c.name) for c in controls.problem}, "dtype": dtype,
             "tile": {c.name: values.get(c.name) for c in controls.tile}}
+
+
+# -- what each parameter does ------------------------------------------------------------------------------------
+# A tooltip per parameter name: what it does and what it trades (its range is added from the kernel's own choices).
+# Names mean the same in every shipped kernel unless a (kernel, name) entry says otherwise.
+HELP = {
+    "M": "rows of the output (and of A)",
+    "N": "columns of the output (and of B)",
+    "K": "the reduction length: columns of A, rows of B",
+    ("vector_add", "N"): "elements in each vector",
+    ("softmax", "M"): "rows: one softmax each",
+    ("softmax", "N"): "row length: the softmax runs along it",
+    "batch": "independent sequences",
+    "heads": "attention heads per sequence",
+    "seq_len": "tokens per sequence (queries and keys)",
+    "dim": "head dimension: the length of each query, key and value vector",
+    "causal": "each query sees only the keys before it (tiles above the diagonal are skipped)",
+    "block_M": "rows of the output tile one block computes: bigger reuses each load more but needs more shared "
+               "memory and registers, and makes fewer blocks",
+    "block_N": "columns of the output tile one block computes: bigger reuses each load more but needs more "
+               "shared memory and registers, and makes fewer blocks",
+    ("vector_add", "block_N"): "elements one block adds: bigger means fewer, longer-lived blocks",
+    ("flash_attention", "block_N"): "keys per inner step: bigger means fewer steps but a larger S tile in "
+                                    "registers",
+    ("flash_attention", "block_M"): "queries one block handles: bigger reuses each K and V tile more but needs "
+                                    "more registers and makes fewer blocks",
+    "block_K": "depth of each step along K: bigger means fewer steps and waits, more shared memory per stage",
+    "num_stages": "tiles in flight at once (the pipeline's depth): more hides memory latency, each stage costs "
+                  "its tiles' shared memory",
+    "threads": "threads per block: more threads hide latency; fewer leave more registers to each",
+    "swizzle_panel": "tile columns walked together so neighbouring blocks share tiles in L2 (0: row by row)",
+    "warp_specialized": "Hopper's hand-written pipeline: a producer warpgroup issues TMA loads, the consumers "
+                        "only multiply (False: TileLang's T.Pipelined)",
+    "num_sms": "blocks of the persistent schedule: one per SM of the GPU (the engine reads the count)",
+    "activation": "the function applied to each output element before the store",
+    "rows_per_block": "rows one block normalises: more amortise the launch, fewer make more blocks",
+    "cluster": "CTAs one row is split over (a thread block cluster, sm_90+): long rows fit on chip",
+    "overlap": "the softmax of one tile runs while the tensor cores multiply the next (async wgmma)",
+    "pingpong": "two consumer warpgroups take turns on the tensor cores",
+    "extra_step": "one step more than there are tiles, so the last P V goes through the pipeline too",
+    "fence_wait": "a fence keeps ptxas from moving the wgmma wait before the exponentials",
+    "two_p": "two P buffers, so P(k) is written while P V still reads P(k-1)",
+    "lazy_rescale": "rescale O only where a row's max grew by more than 8 (log2 units)",
+    "persistent": "one block per SM walks many query blocks (non-causal head dim 128)",
+}
+
+
+def help_text(kernel: str, control: Control) -> str:
+    """The tooltip of a control: what it does and what it trades, then its range."""
+    what = HELP.get((kernel, control.name)) or HELP.get(control.name) or ""
+    if control.space:
+        where = "the autotuner tries " + ", ".join(control.space)
+    elif control.group == "problem" and control.custom:
+        where = "any size; the presets use " + ", ".join(control.choices)
+    elif not control.custom:
+        where = "one of " + ", ".join(control.choices)
+    else:
+        where = f"default {control.default}"
+    return f"{control.name}: {what}. {where[:1].upper() + where[1:]}." if what else f"{control.name}: {where}."
+
+
+def outside_space(controls: Controls, values: dict) -> dict[str, str]:
+    """{name: why} for each value the kernel does not offer: a tile value outside the autotuner's space, or a
+    switch or option set to something that is not one of its choices."""
+    out = {}
+    for c in controls.problem + controls.tile:
+        v = text(values.get(c.name, c.default))
+        if c.space and v not in c.space:
+            out[c.name] = f"{v} is outside the tuned space ({', '.join(c.space)})"
+        elif not c.custom and v not in c.choices:
+            out[c.name] = f"{v} is not one of {', '.join(c.choices)}"
+    return out
+
+
+def named_in(controls: Controls, message: str) -> list[str]:
+    """The controls a message names (e.g. a resource error's "block_K=256, num_stages=4"), in the page's order."""
+    return [n for n in controls.names if re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", message or "")]
+
+
+def changed(controls: Controls, values: dict, dtype: str | None = None) -> dict[str, str]:
+    """The values that differ from the kernel's defaults ({name: value}, dtype included), in the page's order."""
+    defaults = controls.defaults()
+    out = {n: text(values[n]) for n in controls.names if n in values and text(values[n]) != defaults.get(n)}
+    if dtype and dtype != controls.dtype:
+        out["dtype"] = dtype
+    return out

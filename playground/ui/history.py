@@ -11,22 +11,29 @@ import pandas as pd
 LIMIT = 40  # entries kept per session (each holds its CUDA text for Compare)
 
 
-def short_config(config: dict | None) -> str:
-    """"4096×4096×4096 fp16 · 128/256/64/3/256/10": the problem, the dtype and the tile values."""
+def short_config(config: dict | None, defaults: dict | None = None) -> str:
+    """"4096×4096×4096 fp16 · block_M=64, num_stages=2": the problem, the dtype and the tile values, each named.
+    Given the kernel's `defaults` ({name: value as text}), only the tile values that differ from them are named
+    ("default tile" when none does): a label must tell two runs apart at a glance."""
     if not config:
         return ""
     problem = "×".join(str(v) for v in (config.get("problem") or {}).values()
-                       if isinstance(v, (int, float)) and not isinstance(v, bool))
-    flags = " ".join(k for k, v in (config.get("problem") or {}).items() if v is True)
+                       if isinstance(v, (int, float, str)) and not isinstance(v, bool) and str(v) not in ("True", "False"))
+    flags = " ".join(k for k, v in (config.get("problem") or {}).items() if str(v) == "True")
     dtype = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}.get(config.get("dtype"), config.get("dtype"))
-    tile = "/".join(str(v) for v in (config.get("tile") or {}).values())
-    return " ".join(p for p in (problem, flags, dtype) if p) + (f" · {tile}" if tile else "")
+    tile = {k: v for k, v in (config.get("tile") or {}).items()
+            if defaults is None or str(v) != str(defaults.get(k))}
+    named = ", ".join(f"{k}={v}" for k, v in tile.items())
+    if defaults is not None and not named and config.get("tile"):
+        named = "default tile"
+    return " ".join(p for p in (problem, flags, dtype) if p) + (f" · {named}" if named else "")
 
 
 def add(history: list[dict] | None, action: str, kernel: str, result: dict, source_edited: bool,
-        config: dict | None = None) -> list[dict]:
+        config: dict | None = None, defaults: dict | None = None) -> list[dict]:
     """The history with `result` appended. `config` ({"problem", "dtype", "tile"}) stands in for the result's own
-    where the job failed before it resolved one (a source that does not import)."""
+    where the job failed before it resolved one (a source that does not import); `defaults` (the kernel's default
+    values) lets the label name only what differs from them."""
     history = list(history or [])
     n = (history[-1]["n"] + 1) if history else 1
     timing = result.get("timing") or {}
@@ -39,7 +46,7 @@ def add(history: list[dict] | None, action: str, kernel: str, result: dict, sour
         "action": action,
         "kernel": kernel,
         "config": result.get("config") or config,
-        "label": short_config(result.get("config") or config),
+        "label": short_config(result.get("config") or config, defaults),
         "edited": source_edited,
         "ok": bool(result.get("ok")),
         "error": f"{err.get('stage')}: {err.get('message', '')[:120]}" if err else "",

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import re
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import gradio as gr
 
 from . import api, charts, controls as ctl, gateway, history as hist, views
 from . import insight_tabs  # the Lowering and Profile tabs, the roofline (issue 21)
+from . import classroom  # share links, the exercise beside the editor, the board, the teacher's view (issue 19)
 from ..settings import Settings, current as current_settings
 from .highlight import code_html, source_line_choices
 from .styles import SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
@@ -40,6 +43,11 @@ def plot(figure):
     return gr.update(value=figure, visible=figure is not None)
 
 
+def table(frame):
+    """A gr.Dataframe update: the frame, or hidden when it has no rows (an empty one draws columns "1 2 3")."""
+    return gr.update(value=frame, visible=frame is not None and not frame.empty)
+
+
 def _session(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "anon"
 
@@ -53,8 +61,53 @@ def _progress(progress):
     return report
 
 
+class StagedProgress:
+    """The job's progress messages → the stages met so far, each with the seconds spent in it, shown in the status
+    line while the job runs; a ticker redraws it each second so the current stage's time moves during a long nvcc."""
+
+    def __init__(self, progress, action: str):
+        self.progress, self.action = progress, action
+        self.stages: list[tuple[str, float]] = [("queued", time.monotonic())]
+        self.fraction, self.detail = 0.0, ""
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def __call__(self, what, fraction) -> None:
+        now = time.monotonic()
+        with self.lock:
+            stage = views.progress_stage(str(what))
+            if stage.startswith("queued") and self.stages[-1][0].startswith("queued"):
+                self.stages[-1] = (stage, self.stages[-1][1])  # "queued" learns its place in line
+            elif stage != self.stages[-1][0]:
+                self.stages.append((stage, now))
+            self.fraction = self.fraction if fraction is None else float(fraction)
+            self.detail = str(what)
+        self.show()
+
+    def show(self) -> None:
+        with self.lock:
+            text = views.progress_text(self.stages, time.monotonic(), self.detail)
+            fraction = self.fraction
+        try:
+            self.progress(fraction, desc=f"{self.action}: {text}")
+        except Exception:
+            pass
+
+    def __enter__(self):
+        def tick():
+            while not self.done.wait(1.0):
+                self.show()
+        self.show()
+        threading.Thread(target=tick, daemon=True).start()
+        return self
+
+    def __exit__(self, *_):
+        self.done.set()
+
+
 class Page:
-    """The components of one page, and the handlers over them."""
+    """The components of one page, and the handlers over them. `build` lays the page out in sections (toolbar,
+    source column, code column, results), each a method, so a new element goes into the section it belongs to."""
 
     def __init__(self, settings: Settings | None = None):
         # ui_concurrency: engine requests handed on at once (the job layer queues CPU and GPU itself, bench/load.json);
@@ -83,112 +136,127 @@ class Page:
                         '<div class="pg-sub">Edit a TileLang kernel, see the CUDA it becomes, check it and time it '
                         'against PyTorch.</div>')
             self.banner = gr.HTML("", elem_id="pg-banner")
-
-            with gr.Row(elem_id="pg-toolbar", equal_height=True):
-                self.kernel = gr.Dropdown(self.names, value=self.default_kernel, label="Kernel", scale=2,
-                                          min_width=140, elem_id="pg-kernel", interactive=True)
-                self.preset = gr.Dropdown(list(first.presets) + [ctl.CUSTOM],
-                                          value=ctl.preset_for(first, first.defaults()), label="Problem size",
-                                          scale=3, min_width=150, elem_id="pg-preset")
-                self.dtype = gr.Dropdown(first.dtypes, value=first.dtype, label="dtype", scale=1, min_width=120,
-                                         elem_id="pg-dtype")
-                self.arch = gr.Dropdown(self.arch_options, value=AUTO, label="Target arch", scale=1,
-                                        min_width=110, elem_id="pg-arch")
-                button = dict(scale=1, min_width=96)
-                self.compile_btn = gr.Button("Compile", variant="primary", elem_id="pg-compile", **button)
-                self.run_btn = gr.Button("Run ▶", variant="primary", elem_id="pg-run", **button)
-                self.tune_btn = gr.Button("Autotune", elem_id="pg-tune", **button)
-                self.reset_btn = gr.Button("Reset", variant="secondary", elem_id="pg-reset", **button)
+            self.build_toolbar(first)
             self.status = gr.HTML(views.status_html("", None), elem_id="pg-status")
-
             with gr.Row(equal_height=False, elem_id="pg-panes"):
-                with gr.Column(scale=1, min_width=480, elem_id="pg-left"):
-                    self.error_box = gr.HTML("", elem_id="pg-error", visible=False)
-                    with gr.Accordion("Full log", open=False, visible=False, elem_id="pg-log") as self.log_acc:
-                        self.log = gr.Code("", language=None, lines=12, max_lines=30, show_label=False,
-                                           interactive=False)
-                    self.editor = gr.Code(gateway.original_source(self.default_kernel), language="python",
-                                          lines=30, max_lines=30, label="TileLang source (Python)",
-                                          elem_id="pg-editor", interactive=True)
-                    with gr.Accordion("Parameters", open=True, elem_id="pg-params"):
-                        with gr.Row():
-                            self.p_slots = [gr.Dropdown(choices=[], label=f"p{i}", visible=False,
-                                                        allow_custom_value=True, min_width=96,
-                                                        elem_classes="pg-slot")
-                                            for i in range(ctl.PROBLEM_SLOTS)]
-                        with gr.Row():
-                            self.t_slots = [gr.Dropdown(choices=[], label=f"t{i}", visible=False,
-                                                        allow_custom_value=True, min_width=96,
-                                                        elem_classes="pg-slot")
-                                            for i in range(ctl.TILE_SLOTS)]
-                    with gr.Row():
-                        self.py_dl = gr.DownloadButton("Download .py", size="sm", elem_id="pg-dl-py")
-                        self.cu_dl = gr.DownloadButton("Download .cu", size="sm", interactive=False,
-                                                       elem_id="pg-dl-cu")
-                    self.share = gr.HTML("", elem_id="pg-share")
-
-                with gr.Column(scale=1, min_width=480, elem_id="pg-right"):
-                    self.src_line = gr.Dropdown([], value=None, label="Mark the CUDA of source line",
-                                                elem_id="pg-srcline", interactive=True)
-                    gr.HTML(LEGEND)
-                    with gr.Tabs(elem_id="pg-code-tabs"):
-                        with gr.Tab("CUDA", id="cuda"):
-                            self.cuda = gr.HTML(code_html("", empty="Compile to see the generated CUDA."),
-                                                elem_id="pg-cuda")
-                        with gr.Tab("PTX", id="ptx"):
-                            self.ptx = gr.HTML(code_html("", empty="Compile to see the PTX."), elem_id="pg-ptx")
-                        with gr.Tab("SASS", id="sass"):  # what ptxas made of the PTX: what the GPU runs
-                            self.sass = gr.HTML(code_html("", empty="Compile to see the SASS."), elem_id="pg-sass")
-                        with gr.Tab("Host code", id="host"):
-                            self.host = gr.HTML(code_html("", empty="Compile to see the host code."),
-                                                elem_id="pg-host")
-                    self.resources = gr.HTML(views.resources_html(None), elem_id="pg-resources")
-
-            with gr.Tabs(elem_id="pg-results") as self.results_tabs:
-                with gr.Tab("Correctness", id="correctness"):
-                    self.verify = gr.HTML(views.verification_html(None), elem_id="pg-verify")
-                with gr.Tab("Speed", id="speed"):
-                    with gr.Row(equal_height=False):
-                        with gr.Column(scale=3):
-                            self.speed_plot = gr.Plot(label="Kernel vs baselines", visible=False,
-                                                      elem_id="pg-speed-plot")
-                            self.roofline_plot = gr.Plot(label="Roofline", visible=False, elem_id="pg-roofline-plot")
-                        with gr.Column(scale=4):
-                            self.speed = gr.HTML(views.speed_html(None), elem_id="pg-speed")
-                with gr.Tab("Size sweep", id="sweep"):
-                    with gr.Row():
-                        self.sweep_btn = gr.Button("Sweep problem sizes", scale=0, min_width=220,
-                                                   elem_id="pg-sweep")
-                        self.sweep_metric = gr.Radio([("TFLOP/s", "tflops"), ("GB/s", "gbps"),
-                                                      ("time", "median_ms")], value="tflops", show_label=False,
-                                                     scale=2)
-                    self.sweep_plot = gr.Plot(label="Sweep", visible=False, elem_id="pg-sweep-plot")
-                    self.sweep_table = gr.Dataframe(interactive=False, wrap=False, max_height=300,
-                                                    elem_id="pg-sweep-table")
-                with gr.Tab("Autotune", id="tune"):
-                    self.tune_summary = gr.HTML(views.tune_summary_html(None), elem_id="pg-tune-summary")
-                    with gr.Row():
-                        self.apply_best = gr.Button("Apply best config to the controls", interactive=False,
-                                                    scale=0, min_width=300, elem_id="pg-apply-best")
-                    self.tune_plot = gr.Plot(label="Configurations", visible=False, elem_id="pg-tune-plot")
-                    self.tune_table = gr.Dataframe(interactive=False, wrap=False, max_height=360,
-                                                   elem_id="pg-tune-table")
-                with gr.Tab("History", id="history"):
-                    self.hist_plot = gr.Plot(label="Runs of this session", visible=False, elem_id="pg-hist-plot")
-                    self.hist_table = gr.Dataframe(hist.frame([]), interactive=False, wrap=True, max_height=360,
-                                                   elem_id="pg-hist-table")
-                with gr.Tab("Compare", id="compare"):
-                    with gr.Row():
-                        self.cmp_a = gr.Dropdown([], label="Older", elem_id="pg-cmp-a")
-                        self.cmp_b = gr.Dropdown([], label="Newer", elem_id="pg-cmp-b")
-                    self.diff = gr.HTML(views.placeholder("Compile twice (say, before and after an edit) and pick "
-                                                          "the two here to see how the CUDA changed."),
-                                        elem_id="pg-diff")
-                insight_tabs.build(self)
+                with gr.Column(scale=1, min_width=300, elem_id="pg-left"):
+                    self.build_source_column()
+                    classroom.build_share(self)
+                with gr.Column(scale=1, min_width=300, elem_id="pg-right"):
+                    classroom.build_exercise(self)
+                    self.build_code_column()
+            self.build_results()
+            classroom.build_class(self)
 
             api.register(self.settings.ui_concurrency, "engine")
             self.wire(demo)
         return demo
+
+    def build_toolbar(self, first: ctl.Controls) -> None:
+        with gr.Row(elem_id="pg-toolbar", equal_height=True):
+            self.kernel = gr.Dropdown(self.names, value=self.default_kernel, label="Kernel", scale=2,
+                                      min_width=140, elem_id="pg-kernel", interactive=True)
+            self.preset = gr.Dropdown(list(first.presets) + [ctl.CUSTOM],
+                                      value=ctl.preset_for(first, first.defaults()), label="Problem size",
+                                      scale=3, min_width=150, elem_id="pg-preset")
+            self.dtype = gr.Dropdown(first.dtypes, value=first.dtype, label="dtype", scale=1, min_width=110,
+                                     elem_id="pg-dtype")
+            self.arch = gr.Dropdown(self.arch_options, value=AUTO, label="Target arch", scale=1,
+                                    min_width=110, elem_id="pg-arch")
+            button = dict(scale=1, min_width=90)
+            self.compile_btn = gr.Button("Compile", variant="primary", elem_id="pg-compile", **button)
+            self.run_btn = gr.Button("Run ▶", variant="primary", elem_id="pg-run", **button)
+            self.tune_btn = gr.Button("Autotune", elem_id="pg-tune", **button)
+            self.reset_btn = gr.Button("Reset", variant="secondary", elem_id="pg-reset", **button)
+
+    def build_source_column(self) -> None:
+        """The error, the editor, the parameters (problem sizes apart from tile parameters), downloads, the link."""
+        self.error_box = gr.HTML("", elem_id="pg-error", visible=False)
+        with gr.Accordion("Full log", open=False, visible=False, elem_id="pg-log") as self.log_acc:
+            self.log = gr.Code("", language=None, lines=12, max_lines=30, show_label=False, interactive=False,
+                               wrap_lines=True)
+        # Long lines wrap (a kernel's docstring is ~118 characters; the column is half a screen) and the editor
+        # grows with the file up to about a screen before it scrolls.
+        self.editor = gr.Code(gateway.original_source(self.default_kernel), language="python", lines=24,
+                              max_lines=48, label="TileLang source (Python)", elem_id="pg-editor",
+                              interactive=True, wrap_lines=True)
+        with gr.Accordion("Parameters", open=True, elem_id="pg-params"):
+            self.params_note = gr.HTML("", elem_id="pg-params-note", elem_classes="pg-params-note")
+            gr.HTML('<div class="pg-group-label">Problem size</div>')
+            with gr.Row(elem_id="pg-problem"):
+                self.p_slots = [self.slot(f"p{i}") for i in range(ctl.PROBLEM_SLOTS)]
+            gr.HTML('<div class="pg-group-label">Tile parameters and options '
+                    '<small>(hover a name for what it does)</small></div>')
+            with gr.Row(elem_id="pg-tile"):
+                self.t_slots = [self.slot(f"t{i}") for i in range(ctl.TILE_SLOTS)]
+            self.param_help = gr.HTML("", elem_id="pg-param-help")
+        with gr.Row():
+            self.py_dl = gr.DownloadButton("Download .py", size="sm", elem_id="pg-dl-py")
+            self.cu_dl = gr.DownloadButton("Download .cu", size="sm", interactive=False, elem_id="pg-dl-cu")
+        self.share = gr.HTML("", elem_id="pg-share")
+
+    @staticmethod
+    def slot(label: str) -> gr.Dropdown:
+        # Every slot takes any value: a value of the kernel shown before cannot fail Gradio's choice check while a
+        # switch is under way, and out-of-space values are marked on the page rather than refused.
+        return gr.Dropdown(choices=[], label=label, visible=False, allow_custom_value=True, min_width=110,
+                           elem_classes="pg-slot")
+
+    def build_code_column(self) -> None:
+        self.src_line = gr.Dropdown([], value=None, label="Mark the CUDA of source line", elem_id="pg-srcline",
+                                    interactive=True)
+        gr.HTML(LEGEND)
+        with gr.Tabs(elem_id="pg-code-tabs"):
+            with gr.Tab("CUDA", id="cuda"):
+                self.cuda = gr.HTML(code_html("", empty="Compile to see the generated CUDA."), elem_id="pg-cuda")
+            with gr.Tab("PTX", id="ptx"):
+                self.ptx = gr.HTML(code_html("", empty="Compile to see the PTX."), elem_id="pg-ptx")
+            with gr.Tab("SASS", id="sass"):  # what ptxas made of the PTX: what the GPU runs
+                self.sass = gr.HTML(code_html("", empty="Compile to see the SASS."), elem_id="pg-sass")
+            with gr.Tab("Host code", id="host"):
+                self.host = gr.HTML(code_html("", empty="Compile to see the host code."), elem_id="pg-host")
+        self.resources = gr.HTML(views.resources_html(None), elem_id="pg-resources")
+
+    def build_results(self) -> None:
+        with gr.Tabs(elem_id="pg-results") as self.results_tabs:
+            with gr.Tab("Correctness", id="correctness"):
+                self.verify = gr.HTML(views.verification_html(None), elem_id="pg-verify")
+            with gr.Tab("Speed", id="speed"):
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3):
+                        self.speed_plot = gr.Plot(label="Kernel vs baselines", visible=False,
+                                                  elem_id="pg-speed-plot")
+                        self.roofline_plot = gr.Plot(label="Roofline", visible=False, elem_id="pg-roofline-plot")
+                    with gr.Column(scale=4):
+                        self.speed = gr.HTML(views.speed_html(None), elem_id="pg-speed")
+            with gr.Tab("Size sweep", id="sweep"):
+                with gr.Row():
+                    self.sweep_btn = gr.Button("Sweep problem sizes", scale=0, min_width=220, elem_id="pg-sweep")
+                    self.sweep_metric = gr.Radio([("TFLOP/s", "tflops"), ("GB/s", "gbps"), ("time", "median_ms")],
+                                                 value="tflops", show_label=False, scale=2)
+                self.sweep_error = gr.HTML("", elem_id="pg-sweep-error")
+                self.sweep_plot = gr.Plot(label="Sweep", visible=False, elem_id="pg-sweep-plot")
+                self.sweep_table = gr.Dataframe(interactive=False, wrap=False, max_height=300, visible=False,
+                                                elem_id="pg-sweep-table")
+            with gr.Tab("Autotune", id="tune"):
+                self.tune_summary = gr.HTML(views.tune_summary_html(None), elem_id="pg-tune-summary")
+                with gr.Row():
+                    self.apply_best = gr.Button("Apply best config to the controls", interactive=False, scale=0,
+                                                min_width=300, elem_id="pg-apply-best")
+                self.tune_plot = gr.Plot(label="Configurations", visible=False, elem_id="pg-tune-plot")
+                self.tune_table = gr.Dataframe(interactive=False, wrap=False, max_height=360, visible=False,
+                                               elem_id="pg-tune-table")
+            with gr.Tab("History", id="history"):
+                self.hist_plot = gr.Plot(label="Runs of this session", visible=False, elem_id="pg-hist-plot")
+                self.hist_table = gr.Dataframe(hist.frame([]), interactive=False, wrap=True, max_height=360,
+                                               elem_id="pg-hist-table")
+            with gr.Tab("Compare", id="compare"):
+                with gr.Row():
+                    self.cmp_a = gr.Dropdown([], label="Older", elem_id="pg-cmp-a")
+                    self.cmp_b = gr.Dropdown([], label="Newer", elem_id="pg-cmp-b")
+                self.diff = gr.HTML(views.placeholder("Compile twice (say, before and after an edit) and pick the "
+                                                      "two here to see how the CUDA changed."), elem_id="pg-diff")
+            insight_tabs.build(self)
 
     # -- shared pieces of handlers ------------------------------------------------------------------------------
     @property
@@ -204,6 +272,8 @@ class Page:
         return kernel, data[self.editor] or "", c, values, dtype, (None if arch in (None, "", AUTO) else arch)
 
     def slot_updates(self, c: ctl.Controls, values: dict) -> dict:
+        """Every slot set for kernel `c` in one update (label, choices, value together), the rest hidden; the
+        parameters' tooltips and marks with them."""
         out = {}
         for slots, group in ((self.p_slots, c.problem), (self.t_slots, c.tile)):
             for i, slot in enumerate(slots):
@@ -211,10 +281,26 @@ class Page:
                     control = group[i]
                     value = str(values.get(control.name, control.default))
                     choices = control.choices + ([value] if value not in control.choices else [])
-                    out[slot] = gr.update(visible=True, label=control.name, choices=choices, value=value,
-                                          info=control.info or None, allow_custom_value=control.custom)
+                    out[slot] = gr.update(visible=True, label=control.name, choices=choices, value=value, info=None)
                 else:
                     out[slot] = gr.update(visible=False, value=None, choices=[])
+        out[self.param_help] = views.param_help_html([(x.name, ctl.help_text(c.kernel, x)) for x in c.problem + c.tile])
+        marks = self.param_marks(c, values)
+        for slot, update in marks.items():
+            out[slot] = {**out[slot], **update} if slot in out else update
+        return out
+
+    def param_marks(self, c: ctl.Controls, values: dict, error: dict | None = None) -> dict:
+        """The note beside the parameters and each slot's mark: a resource error on the controls it names (red),
+        values outside the tuned space (amber)."""
+        outside = ctl.outside_space(c, values)
+        error = error if (error or {}).get("stage") == "resources" else None
+        named = ctl.named_in(c, error.get("message", "")) if error else []
+        out = {self.params_note: views.params_note_html(error, named, outside)}
+        for slots, group in ((self.p_slots, c.problem), (self.t_slots, c.tile)):
+            for slot, control in zip(slots, group):
+                mark = ["pg-bad"] if control.name in named else ["pg-warn"] if control.name in outside else []
+                out[slot] = gr.update(elem_classes=["pg-slot", *mark])
         return out
 
     def draft_and_links(self, kernel: str, source: str, c: ctl.Controls, values: dict, dtype: str, arch,
@@ -236,11 +322,12 @@ class Page:
                     self.sass: code_html("", empty="Compile to see the SASS."),
                     self.host: code_html("", empty="Compile to see the host code."),
                     self.src_line: gr.update(choices=[], value=None)}
+        stale = self.stale(last)
         return {self.cuda: self.cuda_view(last, selected),
-                self.ptx: code_html(last.get("ptx") or "", "ptx", empty="No PTX in this result."),
-                self.sass: code_html(last.get("sass") or "", "sass",
-                                     empty="No SASS in this result (the server has no nvdisasm)."),
-                self.host: code_html(last.get("host") or "", "cpp", empty="No host code in this result."),
+                self.ptx: stale + code_html(last.get("ptx") or "", "ptx", empty="No PTX in this result."),
+                self.sass: stale + code_html(last.get("sass") or "", "sass",
+                                             empty="No SASS in this result (the server has no nvdisasm)."),
+                self.host: stale + code_html(last.get("host") or "", "cpp", empty="No host code in this result."),
                 self.src_line: gr.update(choices=source_line_choices(last.get("source") or "",
                                                                      last.get("line_map")), value=selected)}
 
@@ -249,9 +336,14 @@ class Page:
         if not last or not last.get("cuda"):
             return code_html("", empty="Compile to see the generated CUDA.")
         err = last.get("error_line")
-        return code_html(last["cuda"], "cuda", line_map=last.get("line_map"),
-                         marked=[int(selected)] if selected not in (None, "") else [],
-                         error_lines=[err] if err else [], source_lines=(last.get("source") or "").splitlines())
+        return Page.stale(last) + code_html(
+            last["cuda"], "cuda", line_map=last.get("line_map"),
+            marked=[int(selected)] if selected not in (None, "") else [], error_lines=[err] if err else [],
+            source_lines=(last.get("source") or "").splitlines())
+
+    @staticmethod
+    def stale(last: dict | None) -> str:
+        return views.stale_note(last.get("label")) if last and last.get("stale") else ""
 
     def error_outputs(self, result: dict | None, source: str) -> dict:
         err = (result or {}).get("error")
@@ -291,8 +383,11 @@ class Page:
     def on_load(self, data: dict, request: gr.Request):
         query = dict(request.query_params) if request is not None else {}
         draft = data[self.draft] if isinstance(data[self.draft], dict) else None
+        shared, share_note = classroom.shared_draft(query.pop("s", None))  # /?s=ID: exactly what was shared
+        if shared:
+            draft, query = shared, {"kernel": shared["kernel"]}
         kernel = query.get("kernel") if query.get("kernel") in self.names else None
-        notes = []
+        notes = [share_note] if share_note else []
         if query.get("kernel") and not kernel:
             notes.append(f"no kernel named {query['kernel']!r}")
         if kernel is None:
@@ -317,6 +412,8 @@ class Page:
                                                     else ".") if query.get("kernel") == kernel else
                 f"Restored your draft of {kernel}" + (" (edited)." if edited else ".") if restored else
                 "Ready. Edit the kernel or its parameters, then Compile or Run.")
+        if shared:
+            text = f"Opened the shared {kernel} ({shared['shared']})" + (", edited." if edited else ".")
         if notes:
             text += " " + "; ".join(notes) + "."
         status = f'<div class="pg-status {"fail" if notes else "idle"}">{views.esc(text)}</div>'
@@ -326,7 +423,9 @@ class Page:
         return out
 
     def on_kernel(self, data: dict, request: gr.Request):
-        kernel = data[self.kernel]
+        """One event for a kernel switch: it reads only the kernel and the target, and sets every control of the
+        new kernel (choices and value together), so nothing of the kernel before is checked against it."""
+        kernel = data[self.kernel] if data[self.kernel] in self.names else self.default_kernel
         c = ctl.controls_for(gateway.describe(kernel))
         values = c.defaults()
         dtype = values.pop("dtype")
@@ -350,19 +449,22 @@ class Page:
         return out
 
     def on_edit(self, data: dict, request: gr.Request):
-        """A user edit of the source or a control: save the draft, refresh the link, the .py and the preset."""
+        """A user edit of the source or a control: save the draft, refresh the link, the .py and the preset, and
+        mark values outside the tuned space."""
         kernel, source, c, values, dtype, arch = self.read(data)
         out = self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request))
         out[self.preset] = gr.update(value=ctl.preset_for(c, values))
+        out.update(self.param_marks(c, values))
         return out
 
     def engine_action(self, action: str, data: dict, request: gr.Request, progress: gr.Progress,
                       options: dict | None = None) -> tuple[dict, dict]:
         kernel, source, c, values, dtype, arch = self.read(data)
-        progress(0, desc=f"{action}: waiting for a worker")
-        result = gateway.call(action, kernel, source, ctl.engine_params(values, dtype), session=_session(request),
-                             arch=arch, options=options, on_progress=_progress(progress))
-        out = {self.status: views.status_html(action, result)}
+        started = time.monotonic()
+        with StagedProgress(progress, action) as staged:
+            result = gateway.call(action, kernel, source, ctl.engine_params(values, dtype),
+                                  session=_session(request), arch=arch, options=options, on_progress=staged)
+        out = {self.status: views.status_html(action, result, waited=time.monotonic() - started)}
         out.update(self.error_outputs(result, source))
         out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request)))
         return result, out
@@ -376,32 +478,42 @@ class Page:
         if result.get("cuda"):
             last = {"cuda": result["cuda"], "line_map": result.get("line_map"), "ptx": result.get("ptx"),
                     "sass": result.get("sass"), "host": result.get("host"), "source": source, "kernel": kernel,
-                    "error_line": err.get("line")}
+                    "error_line": err.get("line"),
+                    "label": f"{kernel} {hist.short_config(result.get('config'), c.defaults())}".strip()}
             selected = err.get("line") if err.get("line") in (result.get("line_map") or []) else None
             out.update(self.panes(last, selected))
             out[self.last] = last
             out[self.resources] = views.resources_html(result)
             out[self.cu_dl] = gr.update(value=download_path(_session(request), f"{kernel}.cu", result["cuda"]),
                                         interactive=True, label=f"Download {kernel}.cu")
-        elif previous and previous.get("cuda") and err.get("line"):
-            # No new CUDA (the compile failed): mark the error's line in the CUDA still shown, if it maps there.
-            last = {**previous, "error_line": err["line"]}
+        elif previous and previous.get("cuda") and err:
+            # No new CUDA (the compile failed): the CUDA still shown is the last good compile's, and says so; the
+            # error's line is marked in it where it maps there.
+            last = {**previous, "error_line": err.get("line"), "stale": True}
             out[self.last] = last
-            out[self.cuda] = self.cuda_view(last, None)
+            out.update(self.panes(last, None))
         if result.get("cuda") or err.get("stage") in ("python", "definition", "tilelang", "nvcc", "timeout",
                                                       "verify"):
             history = hist.add(data[self.history], action, kernel, result,
-                               gateway.normalize_source(kernel, source) is not None, ctl.config_of(c, values, dtype))
+                               gateway.normalize_source(kernel, source) is not None, ctl.config_of(c, values, dtype),
+                               c.defaults())
             out.update(self.history_outputs(history))
         return out
 
+    def marks_after(self, data: dict, result: dict) -> dict:
+        """The parameters' note and marks after an action: a resource error beside the controls it names."""
+        _, _, c, values, _, _ = self.read(data)
+        return self.param_marks(c, values, result.get("error"))
+
     def on_compile(self, data: dict, request: gr.Request, progress=gr.Progress()):
         result, out = self.engine_action("compile", data, request, progress)
+        out.update(self.marks_after(data, result))
         out.update(self.apply_compiled("compile", data, result, request))
         return out
 
     def on_run(self, data: dict, request: gr.Request, progress=gr.Progress()):
         result, out = self.engine_action("run", data, request, progress)
+        out.update(self.marks_after(data, result))
         out.update(self.apply_compiled("run", data, result, request))
         out[self.verify] = views.verification_html(result)
         out[self.speed] = views.speed_html(result)
@@ -414,10 +526,11 @@ class Page:
 
     def on_tune(self, data: dict, request: gr.Request, progress=gr.Progress()):
         result, out = self.engine_action("tune", data, request, progress)
+        out.update(self.marks_after(data, result))
         out[self.tuned] = result
         out[self.tune_summary] = views.tune_summary_html(result)
         out[self.tune_plot] = plot(charts.tune_figure(result))
-        out[self.tune_table] = views.tune_frame(result)
+        out[self.tune_table] = table(views.tune_frame(result))
         out[self.apply_best] = gr.update(interactive=bool((result.get("best") or {}).get("tile")))
         out[self.results_tabs] = gr.Tabs(selected="tune")
         return out
@@ -434,6 +547,7 @@ class Page:
 
     def on_sweep(self, data: dict, request: gr.Request, progress=gr.Progress()):
         result, out = self.engine_action("sweep", data, request, progress)
+        out.update(self.marks_after(data, result))
         metric = data[self.sweep_metric]
         kernel_rates = [(r.get("series") or {}).get("kernel", {}).get("tflops") for r in result.get("rows") or []]
         if metric == "tflops" and kernel_rates and all((x or 0) < 1 for x in kernel_rates):
@@ -441,7 +555,8 @@ class Page:
         out[self.swept] = result
         out[self.sweep_metric] = metric
         out[self.sweep_plot] = plot(charts.sweep_figure(result, metric))
-        out[self.sweep_table] = views.sweep_frame(result)
+        out[self.sweep_table] = table(views.sweep_frame(result))
+        out[self.sweep_error] = views.action_error_html("sweep", result)  # in the tab the user is looking at
         return out
 
     def on_sweep_metric(self, swept, metric):
@@ -461,25 +576,29 @@ class Page:
                       self.resources, self.cu_dl, self.cuda, self.ptx, self.sass, self.host, self.src_line,
                       self.error_box,
                       self.log_acc, self.log, self.error_line, self.draft, self.share, self.py_dl, *self.p_slots,
-                      *self.t_slots, self.verify, self.speed, self.speed_plot, self.roofline_plot}
+                      *self.t_slots, self.params_note, self.param_help, self.verify, self.speed, self.speed_plot,
+                      self.roofline_plot}
         demo.load(self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
                   **light)
-        self.kernel.input(self.on_kernel, self.setup, everything, api_visibility="private", **light)
+        # A kernel switch is one event: `select` fires once per choice (`input` fires twice), and it reads only the
+        # kernel and the target, never the previous kernel's controls.
+        self.kernel.select(self.on_kernel, {self.kernel, self.arch}, everything, api_visibility="private",
+                           trigger_mode="always_last", **light)
         self.reset_btn.click(self.on_reset, self.setup, everything, api_visibility="private", **light)
-        edits = {self.draft, self.share, self.py_dl, self.preset}
+        edits = {self.draft, self.share, self.py_dl, self.preset, self.params_note, *self.p_slots, *self.t_slots}
         self.editor.input(self.on_edit, self.setup, edits, api_visibility="private", trigger_mode="always_last",
                           **light)
         for comp in (self.dtype, self.arch, *self.p_slots, *self.t_slots):
             comp.input(self.on_edit, self.setup, edits, api_visibility="private", trigger_mode="always_last",
                        **light)
         self.preset.input(self.on_preset, self.setup | {self.preset},
-                          {*self.p_slots, *self.t_slots, self.draft, self.share, self.py_dl},
-                          api_visibility="private", **light)
+                          {*self.p_slots, *self.t_slots, self.params_note, self.param_help, self.draft, self.share,
+                           self.py_dl}, api_visibility="private", **light)
 
         engine_kw = dict(concurrency_limit=self.settings.ui_concurrency, concurrency_id="engine", show_progress="full",
                          show_progress_on=[self.status], api_visibility="private")
         common = {self.status, self.error_box, self.log_acc, self.log, self.error_line, self.draft, self.share,
-                  self.py_dl}
+                  self.py_dl, self.params_note, *self.p_slots, *self.t_slots}
         compiled = {self.cuda, self.ptx, self.sass, self.host, self.src_line, self.last, self.resources, self.cu_dl,
                     self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b}
         inputs = self.setup | {self.last, self.history}
@@ -492,12 +611,13 @@ class Page:
             self.tuned, self.tune_summary, self.tune_plot, self.tune_table, self.apply_best, self.results_tabs},
             **engine_kw)
         self.sweep_btn.click(self.on_sweep, self.setup | {self.sweep_metric}, common | {
-            self.swept, self.sweep_metric, self.sweep_plot, self.sweep_table},
+            self.swept, self.sweep_metric, self.sweep_plot, self.sweep_table, self.sweep_error},
             **{**engine_kw, "show_progress_on": [self.status, self.sweep_plot]})
         self.sweep_metric.input(self.on_sweep_metric, [self.swept, self.sweep_metric], self.sweep_plot,
                                 api_visibility="private", **light)
         self.apply_best.click(self.on_apply_best, self.setup | {self.tuned},
-                              {*self.p_slots, *self.t_slots, self.draft, self.share, self.py_dl, self.status},
+                              {*self.p_slots, *self.t_slots, self.params_note, self.param_help, self.draft, self.share,
+                               self.py_dl, self.status},
                               api_visibility="private", **light)
         self.src_line.input(self.cuda_view, [self.last, self.src_line], self.cuda, api_visibility="private",
                             **light).then(None, None, None, js=SCROLL_TO_MARK_JS)
@@ -505,6 +625,7 @@ class Page:
             comp.change(self.on_compare, [self.history, self.cmp_a, self.cmp_b], self.diff,
                         api_visibility="private", **light)
         insight_tabs.wire(self)
+        classroom.wire(self, demo)
 
 
 def build_demo(settings: Settings | None = None) -> gr.Blocks:

@@ -14,15 +14,32 @@ MONO_FONTS = [gr.themes.Font("ui-monospace"), gr.themes.Font("SFMono-Regular"), 
 
 def theme() -> gr.themes.Base:
     # System fonts only: a class server may have no internet, and a page must not wait on a font download.
+    # Every text at least 4.5:1 against its background (WCAG AA; tests/test_browser.py measures it): the default
+    # subdued grey (slate-400 on white, 2.6:1) and white on orange-500 (2.8:1) are darkened in the light theme.
     return gr.themes.Default(primary_hue="orange", secondary_hue="blue", neutral_hue="slate",
-                             font=SYSTEM_FONTS, font_mono=MONO_FONTS, radius_size="sm", spacing_size="sm")
+                             font=SYSTEM_FONTS, font_mono=MONO_FONTS, radius_size="sm", spacing_size="sm").set(
+        body_text_color_subdued="*neutral_600", body_text_color_subdued_dark="*neutral_400",
+        block_info_text_color="*neutral_600", block_info_text_color_dark="*neutral_400",
+        button_primary_background_fill="*primary_700", button_primary_background_fill_hover="*primary_800",
+        button_primary_background_fill_dark="*primary_700", button_primary_background_fill_hover_dark="*primary_800",
+        button_primary_text_color="white", button_primary_text_color_dark="white",
+        color_accent="*primary_700", color_accent_soft="*primary_50")
 
 
 CSS = """
 .gradio-container { max-width: 1800px !important; }
 #pg-header { align-items: baseline; gap: 12px; margin-bottom: 2px; }
 .pg-title { font-size: 1.45rem; font-weight: 700; letter-spacing: -0.01em; }
-.pg-title .accent { color: #f97316; }
+.pg-title .accent { color: #c2410c; }
+.dark .pg-title .accent { color: #fb923c; }
+.tab-container button.selected, button[role=tab].selected { color: #c2410c !important; }
+.dark .tab-container button.selected, .dark button[role=tab].selected { color: #fb923c !important; }
+/* Source and CUDA side by side down to a 1024 px window (a classroom projector); one above the other below it. */
+@media (min-width: 1000px) { #pg-panes { flex-wrap: nowrap !important; } #pg-panes > .column { min-width: 0 !important; } }
+@media (max-width: 1199px) { .gradio-container { padding-left: 8px !important; padding-right: 8px !important; } }
+/* Table headers break between words, never inside one */
+#pg-results th, #pg-results th * { word-break: keep-all !important; overflow-wrap: normal !important;
+                                   hyphens: none !important; }
 .pg-sub { color: var(--body-text-color-subdued); font-size: 0.92rem; }
 #pg-toolbar { align-items: end; }
 #pg-toolbar button { min-height: 40px; }
@@ -44,7 +61,7 @@ CSS = """
 .pg-code pre { margin: 0; padding: 6px 0; background: transparent !important; border: 0 !important;
                white-space: pre; overflow: visible; font: inherit; color: inherit; }
 .pg-line { display: flex; min-width: max-content; padding-right: 12px; border-left: 3px solid transparent; }
-.pg-line .pg-no { flex: none; width: 3.6em; padding-right: 10px; text-align: right; color: #6e7681;
+.pg-line .pg-no { flex: none; width: 3.6em; padding-right: 10px; text-align: right; color: #8b949e;
                   user-select: none; }
 .pg-line .pg-tx { white-space: pre; }
 .pg-line.pg-has-src { cursor: help; }
@@ -52,6 +69,7 @@ CSS = """
 .pg-line.pg-sel { background: rgba(163,113,247,0.24); border-left-color: #a371f7; }
 .pg-line.pg-hover { background: rgba(210,153,34,0.20); border-left-color: #d29922; }
 .pg-line.pg-error { background: rgba(248,81,73,0.22); border-left-color: #f85149; }
+.pg-line.pg-error .pg-no, .pg-line.pg-mark .pg-no, .pg-line.pg-sel .pg-no { color: #c9d1d9; }
 .pg-line.pg-cut { color: #8b949e; font-style: italic; }
 .pg-code.pg-empty, .pg-placeholder { padding: 18px; color: #8b949e; font-style: italic; }
 .pg-placeholder { border: 1px dashed var(--border-color-primary); border-radius: 6px;
@@ -73,9 +91,10 @@ CSS = """
 .pg-stat .k { display: block; font-size: 0.75rem; color: var(--body-text-color-subdued); }
 .pg-stat .v { display: block; font-size: 1.05rem; font-weight: 650; font-variant-numeric: tabular-nums; }
 .pg-stat small { display: block; font-weight: 400; font-size: 0.72rem; color: var(--body-text-color-subdued); }
-.pg-stat.bad { border-color: #dc2626; } .pg-stat.bad .v { color: #dc2626; }
+.pg-stat.bad { border-color: #dc2626; } .pg-stat.bad .v { color: #b91c1c; }
 .pg-stat.warn { border-color: #d97706; }
-.pg-stat.good .v { color: #16a34a; }
+.pg-stat.good .v { color: #15803d; }
+.dark .pg-stat.bad .v { color: #f87171; } .dark .pg-stat.good .v { color: #4ade80; }
 .pg-meta { margin-top: 6px; font-size: 0.8rem; color: var(--body-text-color-subdued); }
 
 /* errors */
@@ -85,7 +104,27 @@ CSS = """
 .pg-badge { background: #dc2626; color: white; font-weight: 700; font-size: 0.78rem; padding: 2px 8px;
             border-radius: 999px; text-transform: uppercase; letter-spacing: 0.04em; }
 .pg-stage-help { color: var(--body-text-color-subdued); font-size: 0.88rem; }
-.pg-error-line { margin-left: auto; font-weight: 700; color: #dc2626; }
+.pg-error-line { margin-left: auto; font-weight: 700; color: #b91c1c; }
+.dark .pg-error-line { color: #f87171; }
+.pg-error-useful { margin-top: 8px; font-size: 0.85rem; }
+.pg-error-useful .k { color: var(--body-text-color-subdued); }
+.pg-error-useful pre { margin: 2px 0 0; white-space: pre-wrap; word-break: break-word; font-size: 0.82rem; }
+.pg-stale { background: #3d2e00; color: #f2cc60; border: 1px solid #9e6a03; border-radius: 6px 6px 0 0;
+            padding: 4px 10px; font-size: 0.85rem; }
+.pg-params-note:empty { display: none; }
+.pg-param-error { border: 1px solid #dc2626; border-left-width: 5px; border-radius: 6px; padding: 6px 10px;
+                  background: rgba(220,38,38,0.07); font-size: 0.9rem; margin-bottom: 6px; }
+.pg-param-warn { border-left: 4px solid #b45309; padding: 4px 10px; font-size: 0.85rem; margin-bottom: 6px; }
+.pg-group-label { font-size: 0.8rem; font-weight: 600; color: var(--body-text-color-subdued);
+                  text-transform: uppercase; letter-spacing: 0.04em; margin: 4px 0 -4px; }
+.pg-group-label small { text-transform: none; letter-spacing: 0; font-weight: 400; }
+#pg-problem, #pg-tile { flex-wrap: wrap; gap: 8px; }
+.pg-param-help { font-size: 0.85rem; }
+.pg-param-help summary { cursor: pointer; color: var(--body-text-color-subdued); }
+.pg-param-help ul { margin: 4px 0 0 1.2em; padding: 0; }
+.pg-param-help li { margin: 2px 0; }
+.pg-slot.pg-bad { box-shadow: 0 0 0 2px #dc2626; border-radius: 6px; }
+.pg-slot.pg-warn { box-shadow: 0 0 0 2px #b45309; border-radius: 6px; }
 .pg-error-msg { margin-top: 6px; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.9rem;
                 white-space: pre-wrap; word-break: break-word; }
 .pg-error-where { margin-top: 8px; font-size: 0.9rem; }
@@ -101,19 +140,25 @@ CSS = """
 .pg-table td { border-bottom: 1px solid var(--border-color-primary); padding: 6px 8px; vertical-align: top; }
 .pg-table small { color: var(--body-text-color-subdued); }
 .pg-pill { display: inline-block; white-space: nowrap; padding: 1px 8px; border-radius: 999px; font-weight: 650; font-size: 0.8rem; }
-.pg-pill.good { background: rgba(22,163,74,0.15); color: #16a34a; }
-.pg-pill.bad { background: rgba(220,38,38,0.15); color: #dc2626; }
+.pg-pill.good { background: rgba(22,163,74,0.15); color: #15803d; }
+.pg-pill.bad { background: rgba(220,38,38,0.15); color: #b91c1c; }
+.dark .pg-pill.good { color: #4ade80; } .dark .pg-pill.bad { color: #f87171; }
 .pg-verdict { font-weight: 600; margin-bottom: 8px; }
-.pg-verdict.good { color: #16a34a; } .pg-verdict.bad { color: #dc2626; }
+.pg-verdict.good { color: #15803d; } .pg-verdict.bad { color: #b91c1c; }
+.dark .pg-verdict.good { color: #4ade80; } .dark .pg-verdict.bad { color: #f87171; }
 .pg-cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(180px, 1fr)); gap: 10px;
             margin-bottom: 10px; }
 .pg-card { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 10px 14px;
            background: var(--block-background-fill); }
 .pg-card .k { font-size: 0.78rem; color: var(--body-text-color-subdued); }
-.pg-card .v { font-size: 1.4rem; font-weight: 700; color: #f97316; font-variant-numeric: tabular-nums; }
+.pg-card .v { font-size: 1.4rem; font-weight: 700; color: #c2410c; font-variant-numeric: tabular-nums; }
+.dark .pg-card .v { color: #fb923c; }
 .pg-card .sub { font-size: 0.82rem; color: var(--body-text-color-subdued); }
 .pg-share { font-size: 0.82rem; color: var(--body-text-color-subdued); word-break: break-all; }
 #pg-editor .cm-editor { font-size: 12.5px; }
+/* Gradio sizes the editor by lines × the first line's height, which a wrapped docstring line doubles: the editor
+   grows with its text from about 20 lines up to most of the window, then scrolls, like the CUDA pane beside it. */
+#pg-editor .cm-scroller { min-height: 340px !important; max-height: 72vh !important; }
 #pg-editor .pg-err-gutter { background: #dc2626; color: white !important; border-radius: 3px; }
 """
 
@@ -171,6 +216,52 @@ HEAD = r"""
     });
     if (first) pane.scrollTop = Math.max(0, first.offsetTop - pane.clientHeight / 4);
   };
+  // The editor's highlight style (Gradio's CodeMirror theme: Nord colours on white) puts some tokens at 2:1.
+  // Darken (or, on a dark editor, lighten) each token colour of its rules until it reads at 4.5:1 (WCAG AA).
+  const rgb = (c) => { const m = c.match(/rgba?\(([^)]+)\)/); if (!m) return null;
+    const p = m[1].split(/[ ,\/]+/).filter(Boolean).map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+  const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+  const fixed = new WeakSet();
+  const fixEditorContrast = () => {
+    const editor = document.querySelector("#pg-editor .cm-editor");
+    if (!editor) return;
+    let bg = rgb(getComputedStyle(editor).backgroundColor);
+    if (!bg || bg[3] === 0) bg = [255, 255, 255, 1];
+    const toward = lum(bg) > 0.4 ? 0 : 255;
+    const probe = document.createElement("span");
+    editor.appendChild(probe);
+    for (const sheet of [...(document.adoptedStyleSheets || []), ...document.styleSheets]) {
+      let rules;
+      try { rules = sheet.cssRules; } catch (e) { continue; }
+      for (const rule of rules || []) {
+        if (fixed.has(rule) || !rule.selectorText || !rule.selectorText.includes("\u037c") || !rule.style.color) continue;
+        probe.style.color = rule.style.color;
+        let c = rgb(getComputedStyle(probe).color);
+        if (!c) continue;
+        for (let i = 0; i < 20 && ratio(c, bg) < 4.6; i++) c = c.map((v, k) => k < 3 ? v + (toward - v) * 0.12 : v);
+        if (ratio(c, bg) >= 4.6) rule.style.color = `rgb(${c.slice(0, 3).map(Math.round).join(",")})`;
+        fixed.add(rule);
+      }
+    }
+    probe.remove();
+  };
+  // Each parameter's help (listed under the controls) as the tooltip of its control.
+  const titleControls = () => {
+    document.querySelectorAll("#pg-param-help li[data-param]").forEach((li) => {
+      const input = document.querySelector(`.pg-slot input[aria-label="${li.dataset.param}"]`);
+      const block = input && input.closest(".pg-slot");
+      if (block && block.title !== li.dataset.help) {
+        block.title = li.dataset.help;
+        input.title = li.dataset.help;
+      }
+    });
+  };
+  let pending = null;
+  new MutationObserver(() => { clearTimeout(pending); pending = setTimeout(() => { fixEditorContrast(); titleControls(); }, 150); })
+    .observe(document.documentElement, {childList: true, subtree: true});
+
   document.addEventListener("mouseup", () => setTimeout(markSelection, 0));
   document.addEventListener("keyup", (ev) => {
     if (/^(Arrow|Page|Home|End)/.test(ev.key)) setTimeout(markSelection, 0);

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 import pandas as pd
 
@@ -12,6 +13,7 @@ STAGE_HELP = {
     "python": "the file does not import",
     "definition": "the file lacks something the playground needs",
     "parameters": "a parameter value is not accepted",
+    "resources": "the configuration needs more than the GPU has (shared memory, registers, threads)",
     "tilelang": "TileLang could not build or lower the kernel",
     "nvcc": "the generated CUDA did not compile",
     "timeout": "a step ran past its time limit",
@@ -115,7 +117,8 @@ def resources_html(result: dict | None) -> str:
     if result.get("arch"):
         meta.append(f"target {esc(result['arch'])}")
     if result.get("compile_seconds") is not None:
-        meta.append(f"compiled in {result['compile_seconds']:.2f} s" + (" (cached)" if result.get("cached") else ""))
+        meta.append(f"from the cache (first compiled in {result['compile_seconds']:.2f} s)" if result.get("cached")
+                    else f"compiled in {result['compile_seconds']:.2f} s")
     if result.get("tilelang_version"):
         meta.append(f"TileLang {esc(result['tilelang_version'])}")
     return f'<div class="pg-resources">{items}</div><div class="pg-meta">{" · ".join(meta)}</div>'
@@ -135,6 +138,10 @@ def error_html(error: dict | None, source: str | None = None) -> str:
         parts.append(f'<span class="pg-error-line">line {esc(line)}</span>')
     parts.append("</div>")
     parts.append(f'<div class="pg-error-msg">{esc(error.get("message") or "")}</div>')
+    useful = useful_log_lines(error)
+    if useful:
+        parts.append('<div class="pg-error-useful"><div class="k">From the log:</div><pre>'
+                     + esc("\n".join(useful)) + "</pre></div>")
     if line and source:
         lines = source.splitlines()
         if 0 < line <= len(lines):
@@ -145,8 +152,35 @@ def error_html(error: dict | None, source: str | None = None) -> str:
     return "".join(parts)
 
 
-def status_html(action: str, result: dict | None) -> str:
-    """A one-line summary of the last action, above the panes."""
+# Lines of a TileLang/TVM log that explain an error: what failed and on what (shapes, buffers, the operation),
+# not the C++ backtrace frames or Python's traceback plumbing around them.
+_USEFUL = re.compile(r"(Error|error:|Check failed|shape|Shape|buffer|Buffer|expect|mismatch|T\.\w+\(|"
+                     r"\bdtype\b|out of|exceed|too (large|many)|not (supported|divisible)|must )")
+_NOISE = re.compile(r"^\s*(File \"|Traceback|\d+: |\[bt\]|at |During handling|The above exception|-{4})|"
+                    r"^\s*\^+\s*$|site-packages|tvm::|ffi::|0x[0-9a-f]{6,}")
+
+
+def useful_log_lines(error: dict | None, limit: int = 8) -> list[str]:
+    """Up to `limit` lines of the error's log that say what went wrong (a shape, a buffer, a check) and are not in
+    its message already; none for stages whose message is the whole story."""
+    error = error or {}
+    if error.get("stage") not in ("tilelang", "nvcc", "resources", "internal"):
+        return []
+    message = error.get("message") or ""
+    seen, out = set(message.splitlines()), []
+    for raw in (error.get("log") or "").splitlines():
+        line = raw.strip()
+        if not line or len(line) > 300 or line in seen or line in message or _NOISE.search(raw):
+            continue
+        if _USEFUL.search(line):
+            seen.add(line)
+            out.append(line)
+    return out[-limit:]  # the cause is nearest the end of a trace
+
+
+def status_html(action: str, result: dict | None, waited: float | None = None) -> str:
+    """A one-line summary of the last action, above the panes. `waited`: the seconds the user waited for it (what a
+    cached compile reports, rather than how long the compile it reuses once took)."""
     if not result:
         return '<div class="pg-status idle">Ready. Edit the kernel or its parameters, then Compile or Run.</div>'
     kernel = esc(result.get("kernel", ""))
@@ -157,9 +191,12 @@ def status_html(action: str, result: dict | None) -> str:
                 f'<b>{esc(err.get("stage", "?"))}</b> — {esc(first_sentence(err.get("message", "")))}</div>')
     if action == "compile":
         t = result.get("compile_seconds")
-        text = f"✓ compiled {kernel} for {esc(result.get('arch', ''))}" + (f" in {t:.2f} s" if t is not None else "")
+        text = f"✓ compiled {kernel} for {esc(result.get('arch', ''))}"
         if result.get("cached"):
-            text += " (from the cache)"
+            text += (f" in {waited:.2f} s" if waited is not None else "") + " (from the cache" + (
+                f"; compiling it took {t:.2f} s" if t is not None else "") + ")"
+        elif waited is not None or t is not None:
+            text += f" in {waited if waited is not None else t:.2f} s"
     elif action == "run":
         t = result.get("timing") or {}
         text = f"✓ {kernel} verified and timed: {esc(fmt_ms(t.get('median_ms')))}"
@@ -372,3 +409,82 @@ def share_query(kernel: str, values: dict, defaults: dict) -> str:
             continue
         q[k] = v
     return urlencode(q)
+
+
+# -- progress ---------------------------------------------------------------------------------------------------
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def progress_stage(what: str) -> str:
+    """The stage a job's progress message belongs to, as the page names it: "queued 2nd", "lowering", "nvcc",
+    "verifying", "timing", ... (messages of one stage share its name, so their time adds up)."""
+    what = (what or "").strip()
+    low = what.lower()
+    m = re.match(r"queued: (\d+) jobs? ahead", low)
+    if m:
+        return f"queued {_ordinal(int(m.group(1)) + 1)}"
+    for key, name in (("cached", "from the cache"), ("same compile is running", "waiting for the same compile"),
+                      ("starting", "starting a worker"), ("lowering", "lowering"), ("nvcc", "nvcc"),
+                      ("ptxas", "ptxas"), ("more shapes", "compiling the check shapes"), ("verif", "verifying"),
+                      ("timing", "timing"), ("measur", "measuring"), ("compiled", "compiling candidates"),
+                      ("compiling", "compiling"), ("done", "done")):
+        if key in low:
+            return name
+    return what[:60] or "working"
+
+
+def progress_text(stages: list[tuple[str, float]], now: float, detail: str = "") -> str:
+    """Each stage met so far with the seconds spent in it, the current one last: "queued 1st 0.2 s ✓ · lowering
+    3.1 s ✓ · nvcc 4.0 s …". `stages` are (name, the time it began), in order; `detail` is the current message."""
+    parts = []
+    for i, (name, began) in enumerate(stages):
+        end = stages[i + 1][1] if i + 1 < len(stages) else now
+        current = i + 1 == len(stages)
+        parts.append(f"{name} {max(0.0, end - began):.1f} s" + (" …" if current else " ✓"))
+    text = " · ".join(parts)
+    if detail and stages and detail.lower() != stages[-1][0].lower() and not detail.lower().startswith("queued"):
+        text += f" ({detail})"
+    return text
+
+
+# -- notes beside the parameters and the code ----------------------------------------------------------------------
+def stale_note(entry: str | None) -> str:
+    """The banner over generated code that no longer matches the source: the last compile failed."""
+    return (f'<div class="pg-stale">Stale: the last compile failed, so this is the code of the last good compile'
+            f'{" (" + esc(entry) + ")" if entry else ""}, not of the source on the left.</div>')
+
+
+def params_note_html(error: dict | None, named: list[str], outside: dict[str, str]) -> str:
+    """Beside the parameter controls: a resource error and the controls it names, and each value outside the
+    kernel's tuned space."""
+    parts = []
+    if error and error.get("stage") == "resources":
+        names = ", ".join(f"<code>{esc(n)}</code>" for n in named)
+        parts.append(f'<div class="pg-param-error"><b>Too big for the GPU</b>{": " + names if names else ""} — '
+                     f'{esc(error.get("message") or "")}</div>')
+    if outside:
+        parts.append('<div class="pg-param-warn">Outside the tuned space (it may still compile): '
+                     + "; ".join(f"<code>{esc(k)}</code> {esc(v)}" for k, v in outside.items()) + "</div>")
+    return "".join(parts)
+
+
+def action_error_html(action: str, result: dict | None) -> str:
+    """An error where the user looks for that action's result (the sweep's tab, the autotuner's): stage, message."""
+    err = (result or {}).get("error") or {}
+    if not err:
+        return ""
+    return (f'<div class="pg-error-box stage-{esc(err.get("stage"))}"><div class="pg-error-head">'
+            f'<span class="pg-badge">{esc(err.get("stage") or "error")}</span><span class="pg-stage-help">'
+            f'{esc(action)} failed: {esc(STAGE_HELP.get(err.get("stage"), ""))}</span></div>'
+            f'<div class="pg-error-msg">{esc(err.get("message") or "")}</div></div>')
+
+
+def param_help_html(items: list[tuple[str, str]]) -> str:
+    """What each parameter does, folded under the controls; the page's script also puts each text on its control
+    as a tooltip (data-param names the control)."""
+    if not items:
+        return ""
+    rows = "".join(f'<li data-param="{esc(name)}" data-help="{esc(text)}"><code>{esc(name)}</code> '
+                   f'{esc(text.split(": ", 1)[-1])}</li>' for name, text in items)
+    return f'<details class="pg-param-help"><summary>What these parameters do</summary><ul>{rows}</ul></details>'
