@@ -28,6 +28,8 @@ from .queue import Busy, Scheduler
 
 log = logging.getLogger("playground.jobs")
 ACTIONS = ("compile", "run", "tune", "sweep", "build_submission", "grade", "ir", "profile", "memcheck")
+ACTIONS += ("describe",)  # a kernel's parameters, read from the source sent (the page's controls), on the CPU
+DESCRIBE_TIMEOUT = 60.0   # seconds: importing the file and tracing an eager kernel's shapes, no compile
 GPU_ACTIONS = ("run", "tune", "sweep", "grade", "profile", "memcheck")  # build_submission, grade: a submission
 # (engine/grading.py); ir: the lowering pass by pass, on the CPU like a compile (engine/ir.py); profile, memcheck:
 # Nsight Compute and compute-sanitizer over the kernel (engine/profile.py), the GPU taken alone like a run
@@ -133,6 +135,11 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     kernel = str(kernel)
     if action not in ACTIONS:
         return error(action, kernel, "parameters", f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
+    if "/" in kernel or "\\" in kernel or kernel.endswith(".py"):  # the command line's paths are not for the page
+        return error(action, kernel, "parameters", f"kernel {kernel[:100]!r} is neither a kernel of the catalogue nor "
+                                                   "\"\" (a kernel of your own, sent as the source)")
+    if action == "describe":
+        timeout = timeout or DESCRIBE_TIMEOUT
     if source is not None and not isinstance(source, str):
         return error(action, kernel, "parameters", "the source must be text")
     if source is not None and len(source) > SOURCE_LIMIT:
