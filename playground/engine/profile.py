@@ -50,6 +50,7 @@ SANITIZER_TOOLS = ("memcheck", "racecheck")
 REPORT_LIMIT = 16 * 2**20     # bytes of .ncu-rep sent back (base64, 4/3 of that) for download; a GEMM's is a few MiB
 ERROR_LIMIT = 100             # sanitizer errors kept (the tool is told to print no more than this)
 GUARDS_OFF = {"tl.disable_safe_memory_legalize": True}
+SANITIZER_PADDING = 1 << 20   # bytes watched after each allocation: a ragged tile overruns by less than a tile
 
 # What each warp stall reason means, in a student's words (the names Nsight Compute uses in its source view).
 STALL_MEANING = {
@@ -564,7 +565,14 @@ def memcheck(kernel: Kernel, config: Config, arch: str | None = None, workdir=No
                "--target-processes", "all", "--log-file", str(log_file)]
         if tool == "racecheck":
             cmd += ["--racecheck-report", "hazard"]
-        rc, out = _run_tool(cmd + _launcher(spec), folder, deadline - time.monotonic(), tool)
+        # Reads just past a tensor must not land in the next one: PyTorch's caching allocator packs tensors into
+        # large segments (memcheck sees one allocation), so it is turned off for the launcher, and each allocation
+        # gets a padding the checker watches.
+        launch = ["env", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", *_launcher(spec)]
+        padding = ["--padding", str(SANITIZER_PADDING)] if tool == "memcheck" else []
+        rc, out = _run_tool(cmd + padding + launch, folder, deadline - time.monotonic(), tool)
+        if padding and re.search(r"(?i)(unrecogni[sz]ed|unknown) option.*padding", out):
+            rc, out = _run_tool(cmd + launch, folder, deadline - time.monotonic(), tool)  # an older sanitizer
         log = log_file.read_text(errors="replace") if log_file.exists() else out
         # A kernel that faults under the checker fails its launch (a `device` error): what it recorded before the
         # launch still maps the sanitizer's findings to lines. Any other error (a compile error) is the answer.
