@@ -261,6 +261,15 @@ def test_a_lost_cluster_gives_a_clear_answer_not_a_hang(seen):
     assert seen["lost_again_seconds"] < 5  # once known to be gone: answered at once
 
 
+def test_a_gpu_job_goes_only_to_a_gpu_that_can_run_its_arch():
+    from playground.jobs.ray_backend import can_run
+    assert can_run("sm_90a", "sm_90a") and can_run("sm_90a", "sm_90")  # an H100/H200 runs both
+    assert can_run("sm_89", "sm_80") and can_run("sm_86", "sm_80")      # same major, newer minor
+    assert not can_run("sm_80", "sm_86") and not can_run("sm_90a", "sm_80")
+    assert not can_run("sm_100a", "sm_90a") and not can_run("sm_100a", "sm_90")  # arch-specific, or a new major
+    assert not can_run("sm_90a", None)
+
+
 # -- on a real GPU ----------------------------------------------------------------------------------------------
 def gpu_scenario() -> dict:
     sys.path.insert(0, str(ROOT))

@@ -151,7 +151,11 @@ class _Bridge:
                                      "node": node.get("NodeManagerAddress"), "node_id": node["NodeID"]})
         deadline = time.monotonic() + CONNECT_TIMEOUT
         for w in self.workers:
-            w.update(ray.get(w["actor"].where.remote(), timeout=max(1.0, deadline - time.monotonic())))
+            try:
+                w.update(ray.get(w["actor"].where.remote(), timeout=max(1.0, deadline - time.monotonic())))
+            except ray.exceptions.GetTimeoutError:
+                raise RuntimeError(f"the GPU worker for a {w['arch']} GPU on {w['node']} did not start within "
+                                   f"{CONNECT_TIMEOUT:g} s (does another server hold that node's GPUs?)") from None
 
     def send(self, msg: dict) -> None:
         line = json.dumps(msg) + "\n"
@@ -181,7 +185,8 @@ class _Bridge:
                 return
             result = self.run(msg, lambda what, fraction: self.send({"id": ident, "progress": [what, fraction]}))
         except Exception as exc:  # an answer, never a silent thread death
-            result = error(msg.get("action", "?"), str(msg.get("kernel", "?")), "internal",
+            request = msg.get("request") or {}
+            result = error(request.get("action", "?"), str(request.get("kernel", "?")), "internal",
                            f"the cluster bridge failed: {type(exc).__name__}: {exc}"[:500])
         self.send({"id": ident, "result": result})
 
@@ -200,7 +205,7 @@ class _Bridge:
             except TimeoutError as exc:
                 return error(action, kernel, "timeout", str(exc))
         arch = request.get("arch")
-        same = [w for w in self.workers if w["arch"] == arch]
+        same = sorted((w for w in self.workers if can_run(w["arch"], arch)), key=lambda w: w["arch"] != arch)
         if not same:
             have = sorted({w["arch"] for w in self.workers}) or ["none"]
             return error(action, kernel, "device", f"no GPU of the cluster runs {arch}; it has: {', '.join(have)}")
@@ -242,6 +247,15 @@ class _Bridge:
                 if now and tuple(now) != shown:
                     shown = tuple(now)
                     progress(str(now[0]), float(now[1]))
+
+
+def can_run(gpu_arch: str, arch: str | None) -> bool:
+    """Can a GPU of `gpu_arch` run a kernel built for `arch`? A cubin for sm_XY runs on the same major version with a
+    minor of Y or more; the arch-specific targets (sm_90a, sm_100a) only on exactly that arch."""
+    if arch == gpu_arch:
+        return True
+    want, have = re.fullmatch(r"sm_(\d+)(\d)", arch or ""), re.fullmatch(r"sm_(\d+)(\d)a?", gpu_arch)
+    return bool(want and have and want[1] == have[1] and int(have[2]) >= int(want[2]))
 
 
 def _first_line(exc: BaseException) -> str:
