@@ -240,3 +240,12 @@ def test_the_profile_tab_shows_the_stalls_per_tilelang_line_and_the_memcheck_err
 def html_escape(text):
     import html
     return html.escape(text)
+
+
+def test_without_the_warp_state_metrics_the_stall_reasons_come_from_the_sampled_stalls(vector_add_build):
+    _, info = vector_add_build
+    table = info["sass"][info["functions"][0]]
+    groups = parse_source(source_page(table, {0: {"long_sb": 5}, 1: {"long_sb": 2, "wait": 4}}))
+    assert stall_reasons({"gpu__time_duration.sum": 3.0}, groups) == {"long_sb": 7.0, "wait": 4.0}
+    assert stall_reasons({"smsp__pcsamp_warps_issue_stalled_barrier": 9.0,
+                          "smsp__pcsamp_warps_issue_stalled_barrier_not_issued": 8.0}, groups) == {"barrier": 9.0}

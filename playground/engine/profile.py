@@ -224,17 +224,29 @@ def parse_raw(text: str) -> list[dict]:
 
 
 _RAW_STALL = re.compile(r"^smsp__average_warps?_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+_RAW_SAMPLED = re.compile(r"^smsp__pcsamp_warps_issue_stalled_(\w+?)(?:\.sum)?$")
 
 
-def stall_reasons(raw: dict) -> dict[str, float]:
-    """Warp-state stall reasons of one kernel from its raw metrics: {reason: cycles a warp spends in that state per
-    issued instruction}, largest first."""
-    found = {}
+def stall_reasons(raw: dict, groups: list[dict] | None = None) -> dict[str, float]:
+    """Warp-state stall reasons of one kernel, largest first: {reason: cycles a warp spends in that state per issued
+    instruction} from the Warp State section's metrics; where the report lacks those, the sampled stalls (the
+    Source Counters' totals, else the source page's stall columns added up), as sample counts."""
+    found, sampled = {}, {}
     for name, value in raw.items():
+        if not isinstance(value, (int, float)):
+            continue
         m = _RAW_STALL.match(name)
-        if m and isinstance(value, (int, float)) and not m.group(1).endswith("not_issued"):
+        if m and not m.group(1).endswith("not_issued"):
             found[m.group(1)] = float(value)
-    return dict(sorted(found.items(), key=lambda kv: -kv[1]))
+        m = _RAW_SAMPLED.match(name)
+        if m and not m.group(1).endswith("not_issued"):
+            sampled[m.group(1)] = float(value)
+    if not found and not sampled:
+        for g in groups or []:
+            for row in g["rows"]:
+                for k, v in row["stalls"].items():
+                    sampled[k] = sampled.get(k, 0.0) + v
+    return dict(sorted((found or sampled).items(), key=lambda kv: -kv[1]))
 
 
 def parse_source(text: str) -> list[dict]:
@@ -525,7 +537,7 @@ def profile(kernel: Kernel, config: Config, arch: str | None = None, workdir=Non
     data = rep.read_bytes()
     result = {"ok": True, "kernel": kernel.name, "config": config.to_json(), "arch": arch,
               "source_file": str(kernel.path), "ncu": _version(ncu), "function": function,
-              "details": details, "stall_reasons": stall_reasons(raw[0]) if raw else {},
+              "details": details, "stall_reasons": stall_reasons(raw[0] if raw else {}, [group] if group else []),
               "stall_meaning": STALL_MEANING, "source": source,
               "report_name": f"{kernel.name}.ncu-rep", "report_bytes": len(data),
               "report_b64": base64.b64encode(data).decode() if len(data) <= REPORT_LIMIT else None,
