@@ -37,8 +37,26 @@ def gemm(M=4096, N=4096, K=4096, dtype="float16",
     return gemm_pipelined(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel)
 
 
+def pipelined_k_loop(K, block_M, block_N, block_K, num_stages):
+    """The main loop of `gemm_pipelined`, shared with kernels/gemm_epilogue.py: the block_M × block_N tile (bx, by)
+    of A @ B into the fp32 accumulator C_local, through the shared-memory tiles A_shared and B_shared."""
+
+    @T.macro
+    def k_loop(A, B, A_shared, B_shared, C_local, bx, by):
+        T.clear(C_local)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+            T.copy(A[by * block_M, k * block_K], A_shared)  # out-of-range rows and columns read as zero
+            T.copy(B[k * block_K, bx * block_N], B_shared)
+            # FullRow: each consumer warpgroup owns whole rows of the tile (64 × 256 each at the defaults),
+            # the widest wgmma shape, so each instruction does the most work per operand fetched.
+            T.gemm(A_shared, B_shared, C_local, policy=T.GemmWarpPolicy.FullRow)
+
+    return k_loop
+
+
 def gemm_pipelined(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel):
     accum_dtype = "float32"
+    k_loop = pipelined_k_loop(K, block_M, block_N, block_K, num_stages)
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
@@ -52,13 +70,7 @@ def gemm_pipelined(M, N, K, dtype, block_M, block_N, block_K, num_stages, thread
             # Neighbouring blocks share rows of A and columns of B: visiting the tiles in panels keeps them in L2.
             T.use_swizzle(panel_size=swizzle_panel, enable=swizzle_panel > 0)
 
-            T.clear(C_local)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
-                T.copy(A[by * block_M, k * block_K], A_shared)  # out-of-range rows and columns read as zero
-                T.copy(B[k * block_K, bx * block_N], B_shared)
-                # FullRow: each consumer warpgroup owns whole rows of the tile (64 × 256 each at the defaults),
-                # the widest wgmma shape, so each instruction does the most work per operand fetched.
-                T.gemm(A_shared, B_shared, C_local, policy=T.GemmWarpPolicy.FullRow)
+            k_loop(A, B, A_shared, B_shared, C_local, bx, by)  # C_local = the tile of A @ B, in fp32
             T.copy(C_local, C_shared)  # rounded to dtype
             T.copy(C_shared, C[by * block_M, bx * block_N])  # one TMA store; out-of-range parts are not written
 

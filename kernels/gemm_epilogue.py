@@ -1,10 +1,10 @@
 """GEMM with a fused epilogue: D = act(A @ B + bias), bias a vector of N, act relu or gelu.
 
 A linear layer followed by its activation. Done as three PyTorch calls, the M × N result goes to memory and back
-twice more (once for the bias, once for the activation). Here it is `gemm.py`'s first (pipelined) GEMM unchanged,
-except for what happens to the accumulator before it is stored: while the block_M × block_N tile of A @ B is still in
-registers, in fp32, each thread adds the bias of its columns and applies the activation to its own elements; then
-the tile is rounded and written once. On Hopper the K loop is the same TMA + wgmma pipeline as in `gemm.py`; the
+twice more (once for the bias, once for the activation). Here it is `gemm.py`'s first (pipelined) GEMM, its main
+loop (`pipelined_k_loop`) imported from there; what is new is what happens to the accumulator before it is stored:
+while the block_M × block_N tile of A @ B is still in registers, in fp32, each thread adds the bias of its columns
+and applies the activation to its own elements; then the tile is rounded and written once. On Hopper the K loop is the same TMA + wgmma pipeline as in `gemm.py`; the
 epilogue runs on the consumer warpgroups that hold the accumulator, and costs a few instructions per element
 against the block_K-deep multiply-adds of every K step.
 
@@ -26,6 +26,11 @@ def gemm_epilogue(M=4096, N=4096, K=4096, dtype="float16",
     if activation not in ("relu", "gelu"):
         raise ValueError(f"activation must be relu or gelu, not {activation!r}")
 
+    # The main loop is gemm_pipelined's, from kernels/gemm.py (imported here, not at the top, so that
+    # `python kernels/gemm_epilogue.py` finds the kernels package once its __main__ block has put it on the path).
+    from kernels.gemm import pipelined_k_loop
+    k_loop = pipelined_k_loop(K, block_M, block_N, block_K, num_stages)
+
     def act(x):  # a Python function: TileLang inlines the expression it builds into the loop below
         if activation == "relu":
             return T.max(x, 0)
@@ -42,12 +47,7 @@ def gemm_epilogue(M=4096, N=4096, K=4096, dtype="float16",
 
             T.use_swizzle(panel_size=swizzle_panel, enable=swizzle_panel > 0)
 
-            # The main loop: exactly gemm_pipelined's in gemm.py.
-            T.clear(C_local)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
-                T.copy(A[by * block_M, k * block_K], A_shared)
-                T.copy(B[k * block_K, bx * block_N], B_shared)
-                T.gemm(A_shared, B_shared, C_local, policy=T.GemmWarpPolicy.FullRow)  # as in gemm_pipelined
+            k_loop(A, B, A_shared, B_shared, C_local, bx, by)  # the main loop: C_local = this tile of A @ B
 
             # The epilogue, on the fp32 accumulator in registers: each thread touches only the elements it holds.
             # Columns past N (a ragged last tile) take bias 0; they are never stored.
