@@ -157,6 +157,13 @@ def print_human(result: dict) -> None:
     for p in result.get("passes") or []:
         folded = f"  (after {len(p['folded'])} passes that changed nothing)" if p["folded"] else ""
         print(f"  {p['name']}: {len(p['ir'].splitlines())} lines{folded}")
+    for e in ((result.get("source") or {}).get("lines") or [])[:10]:  # profile: where the warps wait
+        reasons = ", ".join(f"{k} {v:.0f}" for k, v in list(e["stalls"].items())[:3])
+        print(f"  line {e['line']:>4} {e['share']:6.1%} of stall samples  {reasons:<36} {e['code']}")
+    for run in result.get("runs") or []:  # memcheck
+        print(f"  {run['tool']}{'' if run['guards'] else ' without TileLang guards'}: {run['error_count']} error(s)")
+        for e in run["errors"][:10]:
+            print(f"    line {e.get('line')}: {e['message']}  {e.get('code') or ''}")
     for row in result.get("rows") or []:
         series = ", ".join(f"{n} {s['median_ms']:.4f} ms" for n, s in (row.get("series") or {}).items())
         print(f"  {row['label']}: {series or row.get('error')}")
