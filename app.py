@@ -69,8 +69,7 @@ def main(argv=None) -> None:
     try:
         settings = Settings.from_env().install()  # the one read of the environment; passed down from here
         args = parse_args(argv, settings=settings)
-        from playground.ui.server import password_of
-        password = password_of(settings)
+        password = settings.login_password()  # before the page is built: a bad password file stops at once
     except SettingsError as exc:
         sys.exit(f"TileLang Playground: not started: {exc}")
     stop = StopRequest().install()

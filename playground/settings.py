@@ -167,6 +167,28 @@ class Settings:
     def timeout(self, action: str) -> float:
         return float(getattr(self, f"timeout_{action}"))
 
+    def login_password(self) -> str | None:
+        """The `password`, else the first line of the `password_file`, else None (no login).
+
+        A password file that is named but empty or unreadable is a mistake that would otherwise open the class's
+        server to anyone: it raises SettingsError, and the server does not start."""
+        if self.password:
+            return self.password
+        path = self.password_file
+        if path is None:
+            return None
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"PLAYGROUND_PASSWORD_FILE={str(path)!r} cannot be read ({type(exc).__name__}: "
+                                f"{getattr(exc, 'strerror', None) or exc}); the server does not start without the "
+                                "password it names") from None
+        first = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if not first:
+            raise SettingsError(f"PLAYGROUND_PASSWORD_FILE={str(path)!r} is empty; the server does not start without "
+                                "the password it names (unset the variable for a server without login)")
+        return first
+
     def install(self) -> "Settings":
         """Make these the settings `current()` answers in this process (a starting process calls it once)."""
         global _current

@@ -295,3 +295,24 @@ def test_out_of_range_values_get_a_message_naming_the_parameter_and_its_range(se
     assert "Traceback" not in err["log"]
     if source == "surrogate":
         assert err["line"] == SURROGATE_LINE
+
+
+# -- the login's password file (threat model: "an empty password file opens the server") ---------------------------
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("content", ["", "\n  \n", None], ids=["empty", "blank-lines", "unreadable"])
+def test_an_empty_or_unreadable_password_file_stops_the_server_with_a_clear_message(tmp_path, content):
+    import subprocess
+    import sys
+    path = tmp_path / "pw"
+    if content is None:
+        path.mkdir()  # a folder where the file should be: unreadable as a file, whoever the server runs as
+    else:
+        path.write_text(content)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLAYGROUND_PASSWORD")}
+    env["PLAYGROUND_PASSWORD_FILE"] = str(path)
+    proc = subprocess.run([sys.executable, str(ROOT / "app.py"), "--host", "127.0.0.1", "--port", "1"], env=env,
+                          capture_output=True, text=True, timeout=90)
+    assert proc.returncode != 0, proc.stdout
+    assert "not started" in proc.stderr and "PLAYGROUND_PASSWORD_FILE" in proc.stderr, proc.stderr
+    assert ("is empty" if content is not None else "cannot be read") in proc.stderr, proc.stderr
+    assert "TileLang Playground on http" not in proc.stdout

@@ -6,31 +6,13 @@ import hmac
 import gradio as gr
 from fastapi.responses import JSONResponse
 
-from ..settings import Settings, SettingsError, current
+from ..settings import Settings, current
 from . import gateway, styles
 
 
 def password_of(settings: Settings) -> str | None:
-    """The `password` setting, else the first line of the `password_file`, else None (no login).
-
-    A password file that is named but empty or unreadable is a mistake that would otherwise open the class's server
-    to anyone: it raises SettingsError, and the server does not start."""
-    if settings.password:
-        return settings.password
-    path = settings.password_file
-    if path is None:
-        return None
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"PLAYGROUND_PASSWORD_FILE={str(path)!r} cannot be read ({exc.__class__.__name__}: "
-                            f"{getattr(exc, 'strerror', None) or exc}); the server does not start without the "
-                            "password it names") from None
-    first = text.strip().splitlines()[0].strip() if text.strip() else ""
-    if not first:
-        raise SettingsError(f"PLAYGROUND_PASSWORD_FILE={str(path)!r} is empty; the server does not start "
-                            "without the password it names (unset the variable for a server without login)")
-    return first
+    """The login's password (Settings.login_password: an empty or unreadable password file raises SettingsError)."""
+    return settings.login_password()
 
 
 def password_from_env(env: dict | None = None) -> str | None:
