@@ -196,3 +196,40 @@ def test_the_lowering_tab_shows_each_pass_with_its_diff(page, url):
     assert lower.locator(".pg-dadd").first.is_visible() and lower.locator(".pg-ddel").count() > 0
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "browser_lowering.png"), full_page=True)
+
+
+def test_a_share_link_opens_the_same_edits_in_another_browser(browser, url, tmp_path):
+    """Share gives a link (/?s=ID) that restores the edited source and the parameters in a browser that has never
+    seen them (a second context: no draft of its own)."""
+    if not os.environ.get("PLAYGROUND_URL"):  # the page in-process: its class database in this test's folder
+        from playground.settings import current
+        from playground.ui import classroom
+        classroom.install(classroom.Classroom(current().replace(data_dir=tmp_path)))
+    first = browser.new_context(viewport={"width": 1600, "height": 1000})
+    page = first.new_page()
+    page.set_default_timeout(60_000)
+    open_page(page, url, "?kernel=softmax&M=1000&N=1000")
+    choose(page, slot(page, "threads"), "128")
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+Home")
+    page.keyboard.type("# shared edit, line one\n")
+    time.sleep(1.0)
+    page.click("#pg-share-btn")
+    page.wait_for_selector("#pg-share-link a")
+    link = page.locator("#pg-share-link a").get_attribute("href")
+    assert "?s=" in link, link
+    shared_lines = page.locator("#pg-editor .cm-line").all_inner_texts()[:12]
+    first.close()
+
+    second = browser.new_context(viewport={"width": 1600, "height": 1000})
+    other = second.new_page()
+    other.set_default_timeout(60_000)
+    other.goto(link, wait_until="domcontentloaded")
+    other.wait_for_selector("#pg-editor .cm-content")
+    status = wait_idle(other)
+    assert "Opened the shared softmax" in status, status
+    assert other.locator("#pg-kernel input").input_value() == "softmax"
+    assert other.locator("#pg-editor .cm-line").all_inner_texts()[:12] == shared_lines
+    assert shared_lines[0] == "# shared edit, line one"
+    assert [slot(other, n).locator("input").input_value() for n in ("M", "N", "threads")] == ["1000", "1000", "128"]
+    second.close()

@@ -89,3 +89,5 @@ def register(concurrency_limit: int | None, concurrency_id: str) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks():`)."""
     for fn in (compile, run, tune, sweep, ir, profile, memcheck, describe):
         gr.api(fn, api_name=fn.__name__, concurrency_limit=concurrency_limit, concurrency_id=concurrency_id)
+    from . import classroom  # the class's endpoints: /share, /open_share, /exercises, /submit, /leaderboard, /teacher_*
+    classroom.register(concurrency_limit, concurrency_id)

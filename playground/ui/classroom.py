@@ -355,13 +355,37 @@ class Classroom:
         if name.lower() == TEACHER:
             teacher = self.settings.teacher_password
             return bool(teacher) and hmac.compare_digest(given, teacher.encode())
-        if self.store.has_roster():
+        if self.has_roster():
             return self.store.check_student(name, str(password or ""))
         return bool(self.class_password) and bool(name) and hmac.compare_digest(given, self.class_password.encode())
 
     def login_needed(self) -> bool:
-        """Is there anything to log in with (else the page is open, as without a class password today)?"""
-        return bool(self.class_password or self.settings.teacher_password or self.store.has_roster())
+        """Is there anything to log in with (else the page is open, as without a class password before)? A roster
+        is only looked for in a database that exists: a server without class settings creates none at start."""
+        if self.class_password or self.settings.teacher_password:
+            return True
+        return self.has_roster()
+
+    def has_roster(self) -> bool:
+        """Has the teacher imported a roster? (Looked for only in a database that exists: a server without class
+        settings creates none.)"""
+        from ..store.db import FILE_NAME
+        return (Path(self.settings.data_dir) / FILE_NAME).exists() and self.store.has_roster()
+
+    def gradio_auth(self) -> tuple:
+        """(auth, auth_dependency) for Gradio's launch: a reverse proxy's user header when PLAYGROUND_USER_HEADER
+        is set (the proxy has authenticated the user; the server must be reachable through it only), else our
+        login when there is anything to log in with, else none."""
+        header = self.settings.user_header
+        if header:
+            def proxy_user(request) -> str | None:
+                return " ".join(str(request.headers.get(header.lower()) or "").split())[:64] or None
+            return None, proxy_user
+        return (self.login if self.login_needed() else None), None
+
+    def login_message(self) -> str:
+        return ("TileLang Playground: your name and the password your teacher gave you." if self.has_roster() else
+                "TileLang Playground: enter the class password (any user name; the teacher: 'teacher').")
 
     def is_teacher(self, username: str | None, teacher_password: str | None = None) -> bool:
         teacher = self.settings.teacher_password
@@ -557,3 +581,220 @@ def register(concurrency_limit: int | None, concurrency_id: str) -> None:
         engine = fn is submit
         gr.api(fn, api_name=fn.__name__, concurrency_limit=concurrency_limit if engine else None,
                concurrency_id=concurrency_id if engine else None)
+
+
+# -- the page's pieces ---------------------------------------------------------------------------------------------
+# layout.Page calls: build_share (under the editor), build_exercise (top of the right column: the statement beside
+# the editor), build_class (below the results: the board and the teacher's view), wire (their events), and
+# shared_draft in its on_load (a /?s=ID link restores exactly what was shared).
+SUMMARY_KEYS = ("action", "ok", "label", "passed", "median_ms", "tflops", "gbps", "registers", "error")
+
+
+def shared_draft(share_id: str | None) -> tuple[dict | None, str | None]:
+    """A share link's content as the page's draft ({"kernel", "source", "values", "dtype", "arch"}), or a note
+    saying why there is none (an unknown id). (None, None) without a link."""
+    if not share_id:
+        return None, None
+    found = classroom().open_share(share_id)
+    if not found.get("ok"):
+        return None, found["error"]["message"]
+    params = dict(found.get("params") or {})
+    dtype, arch = params.pop("dtype", None), params.pop("arch", None)
+    return {"kernel": found["kernel"], "source": found["source"], "values": params, "dtype": dtype,
+            "arch": arch or "auto", "shared": found["id"]}, None
+
+
+def _esc(text) -> str:
+    import html
+    return html.escape(str(text if text is not None else ""))
+
+
+def share_html(answer: dict) -> str:
+    if not answer.get("ok"):
+        return f'<div class="pg-share fail">Not shared: {_esc(answer["error"]["message"])}</div>'
+    url = answer["url"]
+    return (f'<div class="pg-share" id="pg-share-link">Share link (the edited source, the parameters and the last '
+            f'result, as they are now): <a href="{_esc(url)}" target="_blank"><code>{_esc(url)}</code></a></div>')
+
+
+def submission_html(answer: dict) -> str:
+    checks = "".join(f'<li class="{"ok" if c["passed"] else "fail"}">{"✔" if c["passed"] else "✘"} '
+                     f'{_esc(c["problem"])}: {_esc(c.get("message") or "")}</li>' for c in answer.get("checks") or [])
+    checks = f"<ul class='pg-checks'>{checks}</ul>" if checks else ""
+    if not answer.get("ok"):
+        err = answer.get("error") or {}
+        line = f" (line {err['line']})" if err.get("line") else ""
+        return (f'<div class="pg-status fail" id="pg-submit-answer"><b>Not accepted</b>{_esc(line)}: '
+                f'{_esc(err.get("message"))}{checks}</div>')
+    speed = (f", {answer['speedup']:.2f}× {_esc(answer['baseline'])}" if answer.get("speedup") else "")
+    target = ("" if answer.get("target_ms") is None else
+              f" — target {answer['target_ms']:g} ms {'met' if answer.get('met_target') else 'not met yet'}")
+    return (f'<div class="pg-status ok" id="pg-submit-answer"><b>Accepted</b>: {answer["median_ms"]:.4f} ms at '
+            f'{_esc(answer["timed_at"])}{speed}{target}; rank {answer.get("rank")} on the board.{checks}</div>')
+
+
+def board_frame(board: dict):
+    import pandas as pd
+    columns = ["rank", "student", "time (ms)", "speedup", "target met", "attempts"]
+    rows = [[r["rank"], r["student"], round(r["median_ms"], 4),
+             None if r["speedup"] is None else round(r["speedup"], 2), "yes" if r.get("met_target") else "",
+             r["attempts"]] for r in (board.get("rows") or [])]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def submissions_frame(answer: dict):
+    import pandas as pd
+    columns = ["id", "exercise", "student", "status", "time (ms)", "speedup", "message", "submitted (UTC)"]
+    rows = [[r["id"], r["exercise"], r["student"], r["status"],
+             None if r["median_ms"] is None else round(r["median_ms"], 4),
+             None if r["speedup"] is None else round(r["speedup"], 2), (r["message"] or "")[:160],
+             time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["created_at"]))] for r in answer.get("rows") or []]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def build_share(page) -> None:
+    with gr.Row(elem_id="pg-share-row"):
+        page.share_btn = gr.Button("Share", size="sm", scale=0, min_width=90, elem_id="pg-share-btn")
+        page.share_link = gr.HTML("", elem_id="pg-share-out")
+
+
+def build_exercise(page) -> None:
+    names = [(f"{ex['title']} ({ex['name']})", ex["name"]) for ex in classroom().exercises()]
+    with gr.Accordion("Exercise", open=False, elem_id="pg-exercise"):
+        with gr.Row():
+            page.exercise = gr.Dropdown(names, value=None, label="Exercise", scale=3, elem_id="pg-exercise-pick")
+            page.starter_btn = gr.Button("Put the starter in the editor", size="sm", scale=1,
+                                         elem_id="pg-exercise-starter")
+        page.statement = gr.Markdown("Pick an exercise to see what to write.", elem_id="pg-exercise-statement")
+        with gr.Row():
+            page.submit_params = gr.Textbox("{}", label="Your tile parameters (JSON)", scale=3, lines=1,
+                                            elem_id="pg-submit-params")
+            page.submit_btn = gr.Button("Submit", variant="primary", scale=1, elem_id="pg-submit")
+        page.submit_answer = gr.HTML("", elem_id="pg-submit-out")
+
+
+def build_class(page) -> None:
+    with gr.Accordion("Leaderboard", open=False, elem_id="pg-board"):
+        page.board_btn = gr.Button("Show the board of the exercise picked", size="sm", elem_id="pg-board-btn")
+        page.board = gr.Dataframe(board_frame({}), interactive=False, wrap=True, elem_id="pg-board-table")
+    if not classroom().settings.teacher_password:
+        page.teacher = None
+        return
+    with gr.Accordion("Teacher", open=False, elem_id="pg-teacher") as page.teacher:
+        with gr.Row():
+            page.teacher_pw = gr.Textbox("", label="Teacher password (not needed when logged in as teacher)",
+                                         type="password", scale=2)
+            page.teacher_ex = gr.Dropdown([("every exercise", "")] + [(e["name"], e["name"])
+                                                                       for e in classroom().exercises()],
+                                          value="", label="Exercise", scale=1)
+        with gr.Row():
+            page.teacher_list = gr.Button("List submissions", size="sm")
+            page.teacher_csv = gr.DownloadButton("Export CSV", size="sm")
+            page.teacher_reset = gr.Button("Reset this exercise's board", size="sm", variant="stop")
+        page.teacher_note = gr.HTML("")
+        page.teacher_rows = gr.Dataframe(submissions_frame({}), interactive=False, wrap=True, max_height=360)
+        with gr.Row():
+            page.teacher_id = gr.Number(None, label="Submission id", precision=0, scale=1)
+            page.teacher_open = gr.Button("Open its code", size="sm", scale=1)
+        page.teacher_code = gr.Code("", language="python", label="Submission", interactive=False)
+        page.roster = gr.Textbox("", label="Roster: one name a line, or a CSV with a 'name' column", lines=4)
+        page.roster_btn = gr.Button("Import the roster and make passwords", size="sm")
+        page.roster_out = gr.Code("", language=None, label="Passwords to hand out (shown once)", interactive=False)
+
+
+def wire(page, demo) -> None:
+    light = dict(api_visibility="private", concurrency_limit=None)
+
+    def on_share(data: dict, request: gr.Request):
+        kernel, source, c, values, dtype, arch = page.read(data)
+        from . import controls as ctl
+        params = {**ctl.engine_params(values, dtype), **({"arch": arch} if arch else {})}
+        last = (data[page.history] or [None])[-1]
+        summary = {k: last.get(k) for k in SUMMARY_KEYS} if isinstance(last, dict) else None
+        return share_html(share(kernel, source, params, summary, request))
+    page.share_btn.click(on_share, page.setup | {page.history}, page.share_link, **light)
+
+    def on_exercise(name):
+        ex = classroom().exercises_by_name().get(name or "")
+        if ex is None:
+            return "Pick an exercise to see what to write."
+        return ex.statement + f"\n\n*Hidden shapes: {len(ex.hidden)}, with fresh random inputs at each submission.*"
+    page.exercise.change(on_exercise, page.exercise, page.statement, **light)
+
+    def on_starter(name, source):
+        ex = classroom().exercises_by_name().get(name or "")
+        return source if ex is None else ex.starter
+    page.starter_btn.click(on_starter, [page.exercise, page.editor], page.editor, **light)
+
+    def on_submit(name, source, params_text, request: gr.Request, progress=gr.Progress()):
+        try:
+            params = json.loads(params_text or "{}")
+        except ValueError as exc:
+            return submission_html(error("parameters", f"the tile parameters are not JSON: {exc}")), gr.update()
+        if not isinstance(params, dict):
+            return submission_html(error("parameters", 'tile parameters are an object: {"block_N": 2048}')), \
+                gr.update()
+
+        def report(what, fraction):
+            try:
+                progress(None if fraction is None else float(fraction), desc=str(what))
+            except Exception:
+                pass
+        answer = classroom().submit(user_of(request), name, source, params, report)
+        board = classroom().leaderboard(name) if name else {}
+        return submission_html(answer), board_frame(board) if board.get("ok") else gr.update()
+    page.submit_btn.click(on_submit, [page.exercise, page.editor, page.submit_params],
+                          [page.submit_answer, page.board], api_visibility="private",
+                          concurrency_limit=page.settings.ui_concurrency, concurrency_id="engine",
+                          show_progress_on=[page.submit_answer])
+
+    def on_board(name):
+        board = classroom().leaderboard(name) if name else {}
+        return board_frame(board if board.get("ok") else {})
+    page.board_btn.click(on_board, page.exercise, page.board, **light)
+
+    if page.teacher is None:
+        return
+
+    def teacher_list(pw, ex, request: gr.Request):
+        answer = classroom().all_submissions(user_of(request), pw, ex)
+        if not answer.get("ok"):
+            return f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>', submissions_frame({})
+        return f'<div class="pg-status ok">{len(answer["rows"])} submissions.</div>', submissions_frame(answer)
+    page.teacher_list.click(teacher_list, [page.teacher_pw, page.teacher_ex],
+                            [page.teacher_note, page.teacher_rows], **light)
+
+    def teacher_open(pw, sid, request: gr.Request):
+        answer = classroom().open_submission(user_of(request), pw, sid)
+        if not answer.get("ok"):
+            return f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>', ""
+        return (f'<div class="pg-status ok">#{answer["id"]} by {_esc(answer["student"])}, {answer["status"]}: '
+                f'{_esc(answer["message"])}</div>', answer["source"])
+    page.teacher_open.click(teacher_open, [page.teacher_pw, page.teacher_id], [page.teacher_note, page.teacher_code],
+                            **light)
+
+    def teacher_csv(pw, ex, request: gr.Request):
+        answer = classroom().export_csv(user_of(request), pw, ex)
+        if not answer.get("ok"):
+            return f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>', None
+        from .layout import download_path
+        return ('<div class="pg-status ok">The CSV is ready.</div>',
+                download_path("teacher", f"submissions-{ex or 'all'}.csv", answer["csv"]))
+    page.teacher_csv.click(teacher_csv, [page.teacher_pw, page.teacher_ex], [page.teacher_note, page.teacher_csv],
+                           **light)
+
+    def teacher_reset(pw, ex, request: gr.Request):
+        if not ex:
+            return '<div class="pg-status fail">Pick the exercise whose board to reset.</div>'
+        answer = classroom().reset_board(user_of(request), pw, ex)
+        return (f'<div class="pg-status ok">The board of {_esc(ex)} is empty again.</div>' if answer.get("ok") else
+                f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>')
+    page.teacher_reset.click(teacher_reset, [page.teacher_pw, page.teacher_ex], page.teacher_note, **light)
+
+    def roster(pw, text, request: gr.Request):
+        answer = classroom().import_roster(user_of(request), pw, text)
+        if not answer.get("ok"):
+            return f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>', ""
+        return (f'<div class="pg-status ok">{answer["students"]} students imported; hand each their password.'
+                f'</div>', answer["csv"])
+    page.roster_btn.click(roster, [page.teacher_pw, page.roster], [page.teacher_note, page.roster_out], **light)

@@ -7,7 +7,7 @@ import gradio as gr
 from fastapi.responses import JSONResponse
 
 from ..settings import Settings, current
-from . import gateway, styles
+from . import classroom, gateway, styles
 
 
 def password_of(settings: Settings) -> str | None:
@@ -45,13 +45,16 @@ def serve(host: str = "0.0.0.0", port: int = 7860, password: str | None = None, 
           prevent_thread_lock: bool = False, quiet: bool = False, settings: Settings | None = None):
     """Build (unless given) and launch the page; returns (demo, app, local_url). Blocks unless prevent_thread_lock."""
     settings = settings or current()
+    # Who is who (classroom.py): the roster's own passwords, the class password, the teacher's, or a proxy's header.
+    room = classroom.install(classroom.Classroom(settings, class_password=password))
+    auth, auth_dependency = room.gradio_auth()
     if demo is None:
         from .layout import build_demo
         demo = build_demo(settings)
     demo.queue(max_size=settings.ui_queue, default_concurrency_limit=None)
     app, url, _ = demo.launch(
-        server_name=host, server_port=port, auth=checker(password) if password else None,
-        auth_message="TileLang Playground: enter the class password (any user name).", prevent_thread_lock=True,
+        server_name=host, server_port=port, auth=auth, auth_dependency=auth_dependency,
+        auth_message=room.login_message(), prevent_thread_lock=True,
         quiet=quiet, show_error=True, theme=styles.theme(), css=styles.css(), head=styles.HEAD, ssr_mode=False,
         footer_links=["api", "gradio"])
     add_health_route(app)
