@@ -528,6 +528,10 @@ def profile(kernel: Kernel, config: Config, arch: str | None = None, workdir=Non
     details = parse_details(pages["details"])
     raw = parse_raw(pages["raw"])
     groups = parse_source(pages["source"])
+    if not groups:  # an ncu older than --print-source prints the SASS view by default
+        _, pages["source"] = _run_tool([ncu, "--import", str(rep), "--csv", "--page", "source"], folder,
+                                       deadline - time.monotonic(), "ncu-source")
+        groups = parse_source(pages["source"])
     function = build["functions"][0] if build["functions"] else None
     group = next((g for g in groups if g["function"] and function and function in g["function"]),
                  groups[0] if groups else None)
