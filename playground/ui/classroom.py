@@ -111,6 +111,9 @@ def load_exercise(folder: Path) -> Exercise:
         if not isinstance(p, dict) or set(p) != names or not all(isinstance(v, int) and v > 0 for v in p.values()):
             raise ExerciseError(f"{folder.name}: every problem must name the same sizes ({sorted(names)}) as "
                                 f"positive integers, not {p}")
+    keys = [json.dumps(p, sort_keys=True) for p in problems]
+    if len(set(keys)) != len(keys):
+        raise ExerciseError(f"{folder.name}: a problem is listed twice (visible, hidden and timed must differ)")
     title = config.get("title") or statement.lstrip("# ").splitlines()[0]
     return Exercise(folder.name, str(title), statement, starter, reference, str(config["factory"]),
                     str(config.get("dtype", "float16")), tuple(config["visible"]), tuple(config["hidden"]),
