@@ -316,3 +316,24 @@ def test_an_empty_or_unreadable_password_file_stops_the_server_with_a_clear_mess
     assert "not started" in proc.stderr and "PLAYGROUND_PASSWORD_FILE" in proc.stderr, proc.stderr
     assert ("is empty" if content is not None else "cannot be read") in proc.stderr, proc.stderr
     assert "TileLang Playground on http" not in proc.stdout
+
+
+# -- a flood on the answer pipe (threat model: "the answer pipe is unbounded") -------------------------------------
+def _status_kib(field: str) -> int:
+    line = next(ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith(field + ":"))
+    return int(line.split()[1])
+
+
+@pytest.mark.timeout(300)
+def test_a_flood_on_the_answer_pipe_stops_the_job_and_the_server_holds_no_more_than_the_cap(server):
+    settle(server)
+    cap = server.settings.result_bytes
+    before = _status_kib("VmRSS") * 1024
+    Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) starts again from now
+    started = time.monotonic()
+    r = jobs.run_job("compile", "vector_add", hostile_source("answer_flood"), {}, session="flood", timeout=TIMEOUT)
+    peak = _status_kib("VmHWM") * 1024
+    assert r["error"]["stage"] == "python" and "its answer was larger than 32 MiB" in r["error"]["message"], r
+    assert time.monotonic() - started < BOUND
+    # 1 GiB was written; the server read at most the cap (and a chunk) of it, and its peak shows no more.
+    assert peak - before < 3 * cap, f"the server's peak grew by {(peak - before) / 2**20:.0f} MiB"

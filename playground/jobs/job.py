@@ -109,20 +109,32 @@ class Job:
 
     # -- the two pipes --------------------------------------------------------------------------------------------
     def _read_stdout(self) -> None:
-        for line in iter(self.proc.stdout.readline, b""):
-            self.stdout_total += len(line)
-            if self.stdout_total > self.settings.result_bytes:
-                self._stop(f"its answer was larger than {_gib(self.settings.result_bytes)}")
+        """The protocol, read in bounded chunks: the job is stopped the moment its answer passes `result_bytes`, so
+        a flood without a newline costs the server at most that much memory, never the whole line."""
+        limit = self.settings.result_bytes
+        pending = bytearray()
+        for chunk in iter(lambda: self.proc.stdout.read1(65536), b""):
+            self.stdout_total += len(chunk)
+            if self.stdout_total > limit:
+                self._stop(f"its answer was larger than {_gib(limit)}")
                 break
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(msg, dict) and msg.get("ready"):
-                self.ready.set()
-            elif isinstance(msg, dict):
-                self.lines.put(msg)
+            start = len(pending)
+            pending.extend(chunk)
+            while (end := pending.find(b"\n", start)) >= 0:
+                self._message(bytes(pending[:end]))
+                del pending[:end + 1]
+                start = 0
         self.lines.put(None)  # end of stream
+
+    def _message(self, line: bytes) -> None:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(msg, dict) and msg.get("ready"):
+            self.ready.set()
+        elif isinstance(msg, dict):
+            self.lines.put(msg)
 
     def _read_stderr(self) -> None:
         for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):
