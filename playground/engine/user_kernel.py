@@ -294,7 +294,7 @@ class UserKernel(Kernel):
         params = self._signature_params()
         configs = self.autotune_configs or []
         for p in params:
-            if p.required and configs and p.name in configs[0]:
+            if (p.required or p.default is None) and configs and p.name in configs[0]:
                 p.default, p.source = configs[0][p.name], "autotune"
                 if p.kind == "any":
                     p.kind = _kind(p.name, MISSING, p.default)
