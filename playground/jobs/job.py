@@ -164,14 +164,11 @@ class Job:
             return []
 
     @staticmethod
-    def resident_bytes(tree: list[psutil.Process]) -> int:
-        total = 0
-        for p in tree:
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
+    def memory_bytes(tree: list[psutil.Process]) -> int:
+        """What the job's processes hold together: their proportional set sizes added up. A page shared by k
+        processes counts 1/k in each, so the pages a fork shares copy-on-write with its parent count once (summed
+        RSS counted them once per child: 200 sleeping forks of a 1 GiB worker looked like 200 GiB)."""
+        return sum(_pss_bytes(p) for p in tree)
 
     def disk_bytes(self) -> int:
         total = 0
@@ -189,9 +186,9 @@ class Job:
         if len(tree) > self.settings.processes // 2:
             return f"it started more than {self.settings.processes // 2} processes"
         memory = self.settings.gpu_memory if self.gpu else self.settings.compile_memory
-        if self.resident_bytes(tree) > memory:
+        if self.memory_bytes(tree) > memory:
             many = f" in {len(tree)} processes" if len(tree) > 8 else ""
-            return f"it used more than {_gib(memory)} of memory{many}"
+            return f"it used more than {_gib(memory)} of memory{many} (counted once where processes share it)"
         if self.disk_bytes() > self.settings.disk:
             return f"it wrote more than {_gib(self.settings.disk)} of files"
         return None
@@ -293,6 +290,22 @@ class Job:
         sandbox.remove_job_dir(self.dir)
         if self.uid is not None and not leftover:
             self.uids.give(self.uid)  # a uid whose processes would not die is never handed out again
+
+
+def _pss_bytes(p: psutil.Process) -> int:
+    """A process's proportional set size, from /proc/PID/smaps_rollup (one summary line, cheap even for a big
+    process); its resident size where that file cannot be read."""
+    try:
+        with open(f"/proc/{p.pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        return p.memory_info().rss
+    except psutil.Error:
+        return 0
 
 
 def _kill_uid(uid: int) -> bool:
