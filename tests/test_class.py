@@ -311,3 +311,31 @@ def test_exercise_folders_are_complete():
         if folder.is_dir() and not folder.name.startswith(("_", ".")):
             assert {"statement.md", "starter.py", "reference.py", "exercise.toml"} <= {p.name for p in
                                                                                     folder.iterdir()}, folder
+
+
+def test_behind_a_proxy_the_user_header_names_the_student(tmp_path):
+    """PLAYGROUND_USER_HEADER: Gradio's auth_dependency takes the student's name from the proxy's header."""
+    import gradio as gr
+    import httpx
+    room = cls.install(cls.Classroom(Settings(data_dir=tmp_path, user_header="X-Forwarded-User",
+                                              teacher_password=TEACHER_PW), has_gpu=lambda: False))
+    auth, dependency = room.gradio_auth()
+    assert auth is None and dependency is not None
+    with gr.Blocks() as demo:
+        cls.register(4, "engine")
+    demo.queue()
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), auth_dependency=dependency,
+                            prevent_thread_lock=True, quiet=True)
+    try:
+        assert httpx.get(url, timeout=30).status_code in (401, 403)  # no header: nobody
+        ada = Client(url, headers={"X-Forwarded-User": "Ada  Lovelace"}, verbose=False)
+        answer = ada.predict("vector_add", "def vector_add(N, dtype): pass", {}, api_name="/submit")
+        assert answer["error"]["stage"] == "device"  # past the identity check: the name came from the header
+        assert room.login("Ada", "anything") is False  # no password login in this mode
+        named_teacher = Client(url, headers={"X-Forwarded-User": "teacher"}, verbose=False)
+        refused = named_teacher.predict("", "", api_name="/teacher_submissions")
+        assert refused["error"]["stage"] == "permission"  # a header never makes anyone the teacher ...
+        assert named_teacher.predict("", TEACHER_PW, api_name="/teacher_submissions")["ok"]  # ... the password does
+    finally:
+        demo.close()
+        cls.install(None)
