@@ -337,3 +337,52 @@ def test_a_flood_on_the_answer_pipe_stops_the_job_and_the_server_holds_no_more_t
     assert time.monotonic() - started < BOUND
     # 1 GiB was written; the server read at most the cap (and a chunk) of it, and its peak shows no more.
     assert peak - before < 3 * cap, f"the server's peak grew by {(peak - before) / 2**20:.0f} MiB"
+
+
+# -- logins (threat model: "logins are not throttled") ---------------------------------------------------------------
+def test_failed_logins_wait_longer_each_time_then_are_refused_per_address_and_age_out():
+    from playground.ui.server import LoginThrottle as T
+    now = [1000.0]
+    throttle = T(clock=lambda: now[0])
+    answers = [throttle.admit("203.0.113.7") for _ in range(T.LIMIT)]
+    delays = [a[0] for a in answers]
+    assert delays[:T.FREE] == [0.0] * T.FREE and all(a[1] is None for a in answers)
+    assert delays[T.FREE:] == sorted(delays[T.FREE:]) and delays[T.FREE] > 0 and max(delays) == T.MAX_DELAY
+    refused = throttle.admit("203.0.113.7")
+    assert refused[1] is not None and refused[1] > 0, "past the limit the address is refused"
+    assert throttle.admit("198.51.100.1")[:2] == (0.0, None), "another address is not held back"
+    now[0] += T.WINDOW + 1
+    assert throttle.admit("203.0.113.7")[:2] == (0.0, None), "the failures age out"
+    delay, _, stamp = throttle.admit("198.51.100.9")
+    throttle.succeeded("198.51.100.9", stamp)
+    assert not throttle.failures["198.51.100.9"], "a success is not counted as a failure"
+
+
+@pytest.mark.timeout(300)
+def test_fifty_wrong_passwords_at_once_are_slowed_then_answered_429(server):
+    import concurrent.futures
+    import httpx
+    from playground.ui import serve
+    from playground.ui.server import LoginThrottle as T
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo, app, url = serve("127.0.0.1", port, password="class-pw", prevent_thread_lock=True, quiet=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        def guess(i):
+            t = time.monotonic()
+            r = httpx.post(base + "/login", data={"username": "eve", "password": f"guess-{i}"}, timeout=60)
+            return r.status_code, time.monotonic() - t, r.headers.get("retry-after")
+        with concurrent.futures.ThreadPoolExecutor(50) as pool:
+            answers = list(pool.map(guess, range(50)))
+        codes = [a[0] for a in answers]
+        assert 200 not in codes
+        assert codes.count(400) == T.LIMIT and codes.count(429) == 50 - T.LIMIT, codes
+        assert all(int(a[2]) > 0 for a in answers if a[0] == 429)
+        assert max(a[1] for a in answers if a[0] == 400) >= T.MAX_DELAY, "later failures were made to wait"
+        # The right password from the same address waits out the lock too: a guesser cannot tell it was right.
+        assert httpx.post(base + "/login", data={"username": "eve", "password": "class-pw"},
+                          timeout=60).status_code == 429
+    finally:
+        demo.close()

@@ -1,7 +1,12 @@
 """Start the page: Gradio's server with the queue, optional password login, and GET /health (no login needed)."""
 from __future__ import annotations
 
+import asyncio
+import collections
 import hmac
+import math
+import threading
+import time
 
 import gradio as gr
 from fastapi.responses import JSONResponse
@@ -25,6 +30,79 @@ def checker(password: str):
     def check(username: str, given: str) -> bool:
         return hmac.compare_digest(str(given).encode(), password.encode())
     return check
+
+
+class LoginThrottle:
+    """Failed logins slowed down per client address, in front of Gradio's POST /login.
+
+    The first FREE failures of an address in WINDOW seconds answer at once; each later one waits DELAY * 2**k seconds
+    (at most MAX_DELAY) before the password is even looked at; past LIMIT failures the address is answered 429 with
+    Retry-After until its oldest failure is WINDOW seconds old. An attempt counts as a failure from the moment it
+    arrives (so 50 guesses sent at once are counted as 50) and is forgotten if it succeeds. The numbers leave room for
+    a classroom behind one NAT address: 30 students each mistyping once stay under LIMIT, and a success from one of
+    them never clears the count an attacker beside them has run up. Passwords are compared in constant time (checker
+    below, classroom.py)."""
+
+    FREE, DELAY, MAX_DELAY, LIMIT, WINDOW = 5, 0.25, 8.0, 40, 600.0
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self.failures: dict[str, collections.deque] = {}
+        self.lock = threading.Lock()
+
+    def admit(self, address: str) -> tuple[float, float | None, float]:
+        """(seconds to wait before checking, seconds until allowed again or None, this attempt's stamp)."""
+        now = self.clock()
+        with self.lock:
+            recent = self.failures.setdefault(address, collections.deque())
+            while recent and now - recent[0] > self.WINDOW:
+                recent.popleft()
+            if len(recent) >= self.LIMIT:
+                return 0.0, recent[0] + self.WINDOW - now, now
+            n = len(recent)
+            recent.append(now)
+            if len(self.failures) > 10000:  # forget addresses whose failures have all aged out
+                self.failures = {a: q for a, q in self.failures.items() if q and now - q[-1] <= self.WINDOW}
+        return (0.0 if n < self.FREE else min(self.MAX_DELAY, self.DELAY * 2 ** (n - self.FREE))), None, now
+
+    def succeeded(self, address: str, stamp: float) -> None:
+        with self.lock:
+            recent = self.failures.get(address)
+            if recent and stamp in recent:
+                recent.remove(stamp)
+
+    def wrap(self, inner):
+        """An ASGI app: `inner` (the login route) behind the throttle."""
+        async def guarded(scope, receive, send):
+            address = (scope.get("client") or ("unknown",))[0]
+            delay, retry_after, stamp = self.admit(address)
+            if retry_after is not None:
+                wait = max(1, math.ceil(retry_after))
+                response = JSONResponse({"detail": f"too many failed logins from this address: try again in {wait} s"},
+                                        status_code=429, headers={"Retry-After": str(wait)})
+                await response(scope, receive, send)
+                return
+            if delay:
+                await asyncio.sleep(delay)
+            status = {}
+
+            async def watch(message):
+                if message["type"] == "http.response.start":
+                    status["code"] = message["status"]
+                await send(message)
+            await inner(scope, receive, watch)
+            if status.get("code") == 200:
+                self.succeeded(address, stamp)
+        return guarded
+
+
+def throttle_logins(app, throttle: LoginThrottle) -> None:
+    """Put Gradio's login routes (POST /login, /login/) behind `throttle`."""
+    for route in app.router.routes:
+        if getattr(route, "path", None) in ("/login", "/login/") and "POST" in (getattr(route, "methods", None) or ()):
+            if not getattr(route.app, "throttled", False):
+                route.app = throttle.wrap(route.app)
+                route.app.throttled = True
 
 
 def add_health_route(app) -> None:
@@ -58,6 +136,7 @@ def serve(host: str = "0.0.0.0", port: int = 7860, password: str | None = None, 
         quiet=quiet, show_error=True, theme=styles.theme(), css=styles.css(), head=styles.HEAD, ssr_mode=False,
         footer_links=["api", "gradio"])
     add_health_route(app)
+    throttle_logins(app, LoginThrottle())
     gateway.start_jobs(settings)
     if not prevent_thread_lock:
         demo.block_thread()
