@@ -393,7 +393,7 @@ def test_kernel_compiles_from_the_command_line_given_a_path(name, tmp_path):
     text, params = GIVEN[name]
     code, result = cli_json("compile", str(write(tmp_path, text, f"{name}.py")), *sets(params), "--arch", "sm_90a")
     assert code == 0 and result["ok"], result.get("error")
-    assert "__global__" in result["cuda"] and result["resources"]["threads"] == 128
+    assert "__global__" in result["cuda"] and result["resources"]["threads"] >= 128
     assert result["line_map"] and any(result["line_map"]), "CUDA lines map back to the user's file"
 
 
