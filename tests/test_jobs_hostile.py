@@ -386,3 +386,82 @@ def test_fifty_wrong_passwords_at_once_are_slowed_then_answered_429(server):
                           timeout=60).status_code == 429
     finally:
         demo.close()
+
+
+# -- per-student limits (threat model: "limits keyed on a session id the client chooses") ---------------------------
+def _request(address: str, session: str, username: str | None = None):
+    import gradio as gr
+    from starlette.requests import Request
+    scope = {"type": "http", "client": (address, 40000), "headers": [], "method": "POST", "path": "/",
+             "query_string": b""}
+    return gr.Request(request=Request(scope), username=username, session_hash=session)
+
+
+def test_new_sessions_from_one_client_share_its_limits():
+    from playground.jobs.queue import Busy, Scheduler
+    from playground.settings import Settings
+    from playground.ui import api, gateway, layout
+    # Many sessions, one student: the key is the login, else the address, never the session id.
+    assert {gateway.student_of(_request("203.0.113.5", f"s{i}")) for i in range(20)} == {"address:203.0.113.5"}
+    assert {gateway.student_of(_request(f"198.51.100.{i}", f"s{i}", "ana")) for i in range(5)} == {"user:ana"}
+    assert gateway.student_of(_request("203.0.113.5", "s1")) != gateway.student_of(_request("203.0.113.6", "s1"))
+    # The page's handlers and the API endpoints take that key (layout._session, api's endpoints).
+    assert layout._session(_request("203.0.113.5", "fresh-session")) == "address:203.0.113.5"
+    assert "gateway.student_of(request)" in Path(api.__file__).read_text()
+    assert "session_hash" not in Path(api.__file__).read_text()
+    # And the queue then holds a script opening 10 sessions to the 3 jobs of one student.
+    sched = Scheduler(1, [], Settings(session_inflight=3))
+    held, release = [], threading.Event()
+
+    def take(i):
+        key = gateway.student_of(_request("203.0.113.5", f"script-session-{i}"))
+        try:
+            with sched.slot("cpu", key, lambda *_: None):
+                held.append(i)
+                release.wait(10)
+        except Busy as busy:
+            held.append(busy)
+    threads = [threading.Thread(target=take, args=(i,), daemon=True) for i in range(10)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    assert sum(isinstance(h, Busy) for h in held) == 7, held
+    release.set()
+    for t in threads:
+        t.join(10)
+
+
+# -- downloads and /health (threat model: "downloads readable by anyone", "/health tells anyone") -------------------
+def test_downloads_are_private_to_the_server_and_removed_when_old(tmp_path):
+    import stat
+    from playground.ui import downloads
+    path = Path(downloads.write("user:ana", "gemm.cu", "// cuda"))
+    assert path.read_text() == "// cuda"
+    for p in (path.parent, downloads.root()):
+        assert stat.S_IMODE(p.stat().st_mode) == 0o700, oct(p.stat().st_mode)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    other = Path(downloads.write("user:bob", "gemm.cu", "// bob's"))
+    assert other.parent != path.parent
+    downloads.prune(now=time.time() + downloads.KEEP_SECONDS + 1)
+    assert not path.exists() and not path.parent.exists() and not other.exists()
+
+
+@pytest.mark.timeout(300)
+def test_health_without_a_login_says_only_up_or_down(server):
+    import httpx
+    from gradio_client import Client
+    from playground.ui import serve
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo, app, url = serve("127.0.0.1", port, password="class-pw", prevent_thread_lock=True, quiet=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        anonymous = httpx.get(base + "/health", timeout=30)
+        assert anonymous.status_code == 200 and anonymous.json() == {"ok": True}
+        with httpx.Client(base_url=base, timeout=30) as logged:
+            assert logged.post("/login", data={"username": "ana", "password": "class-pw"}).status_code == 200
+            body = logged.get("/health").json()
+        assert body["ok"] is True and {"sandbox", "queue", "cache", "gpu"} <= set(body)
+    finally:
+        demo.close()

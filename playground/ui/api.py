@@ -34,7 +34,7 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, requ
     params = dict(params or {})
     arch = params.pop("arch", None)
     options = {k: params.pop(k) for k in ACTION_OPTIONS.get(action, ()) if k in params}
-    session = getattr(request, "session_hash", None) or "api"
+    session = gateway.student_of(request)  # the logged-in student, else the address: not a session id it can mint
     return gateway.call(action, str(kernel or ""), source, params, session=session, arch=arch, options=options,
                        on_progress=_progress(progress) if progress is not None else None)
 
@@ -81,7 +81,7 @@ def memcheck(kernel: str, source: str = "", params: dict | None = None, request:
 def describe(kernel: str, source: str = "", params: dict | None = None, request: gr.Request = None) -> dict:
     """The kernel's parameters read from the source being edited (kernel "" for a kernel of your own; params may
     pick one of several kernels in the file with "entry"): what the page builds its controls from."""
-    session = getattr(request, "session_hash", None) or "api"
+    session = gateway.student_of(request)
     return gateway.describe_source(str(kernel or ""), source, params, session=session)
 
 

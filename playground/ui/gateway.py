@@ -54,6 +54,19 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, *, s
     return result
 
 
+def student_of(request) -> str:
+    """Who the per-student limits (playground/jobs/queue.py) count a request against: the logged-in user (the login's
+    user name, or a reverse proxy's user header), else the client's address; never the Gradio session id, which the
+    client chooses (a script opening new sessions would get past the limits). Without a login, students behind one
+    address share its limits: a class server asks for a login (README: For a class)."""
+    name = getattr(request, "username", None) if request is not None else None
+    if name:
+        return f"user:{name}"
+    client = getattr(request, "client", None) if request is not None else None
+    host = getattr(client, "host", None)
+    return f"address:{host}" if host else "anon"
+
+
 def normalize_source(kernel: str, source: str | None) -> str | None:
     """None when the text is empty or the catalogue's own file (so the engine and its cache use the original)."""
     if source is None or not source.strip() or is_original(kernel, source):

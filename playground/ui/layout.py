@@ -3,15 +3,12 @@ the handlers that wire them to the gateway. Handlers are thin: engine JSON goes 
 highlight/views/charts/history; every engine call goes through `gateway.call` (run_job)."""
 from __future__ import annotations
 
-import re
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import gradio as gr
 
-from . import api, charts, controls as ctl, gateway, history as hist, views
+from . import api, charts, controls as ctl, downloads, gateway, history as hist, views
 from . import insight_tabs  # the Lowering and Profile tabs, the roofline (issue 21)
 from . import classroom  # share links, the exercise beside the editor, the board, the teacher's view (issue 19)
 from ..settings import Settings, current as current_settings
@@ -29,13 +26,8 @@ LEGEND = ('<div class="pg-legend">Click or select lines in the editor, or hover 
 
 
 def download_path(session: str | None, filename: str, text: str) -> str:
-    """Write a download under this session's own temporary folder (Gradio copies it into its cache)."""
-    safe = re.sub(r"[^A-Za-z0-9_-]", "", session or "anon")[:64] or "anon"
-    folder = Path(tempfile.gettempdir()) / "tilelang-playground-ui" / safe
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / filename
-    path.write_text(text or "")
-    return str(path)
+    """Write a download in this student's own folder, 0700, removed when old (downloads.py; Gradio copies it)."""
+    return downloads.write(session, filename, text)
 
 
 def plot(figure):
@@ -49,7 +41,7 @@ def table(frame):
 
 
 def _session(request: gr.Request | None) -> str:
-    return getattr(request, "session_hash", None) or "anon"
+    return gateway.student_of(request)  # the logged-in student, else the client's address (not the session id)
 
 
 def _progress(progress):

@@ -4,11 +4,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import hmac
+import inspect
 import math
 import threading
 import time
 
 import gradio as gr
+from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from ..settings import Settings, current
@@ -105,15 +107,34 @@ def throttle_logins(app, throttle: LoginThrottle) -> None:
                 route.app.throttled = True
 
 
+async def logged_in(app, request) -> bool:
+    """Whether `request` comes from a logged-in user, as Gradio decides it for its own routes (its token cookie, or
+    the auth_dependency of a reverse proxy's user header); True on a server without a login."""
+    if app.auth is None and getattr(app, "auth_dependency", None) is None:
+        return True
+    if getattr(app, "auth_dependency", None) is not None:
+        user = app.auth_dependency(request)
+        if inspect.isawaitable(user):
+            user = await user
+        return bool(user)
+    token = request.cookies.get(f"access-token-{app.cookie_id}") or \
+        request.cookies.get(f"access-token-unsecure-{app.cookie_id}")
+    return token is not None and app.tokens.get(token) is not None
+
+
 def add_health_route(app) -> None:
-    """GET /health → playground.jobs.health() as JSON; 200 when ok, 503 when not. Gradio's login guards its own
-    routes one by one, so a route added here answers without a login (Docker's HEALTHCHECK needs that)."""
+    """GET /health → 200 {"ok": true} or 503 {"ok": false}, without a login (Docker's HEALTHCHECK needs that: Gradio's
+    login guards its own routes one by one, so a route added here answers without one). The details (the GPU, how
+    jobs are sandboxed, the queue, the cache's counters) only to a logged-in user, or on a server without a login."""
     if any(getattr(r, "path", None) == "/health" for r in app.router.routes):
         return
 
-    def health():
+    async def health(request: Request):
         body = gateway.health()
-        return JSONResponse(body, status_code=200 if body.get("ok", True) else 503)
+        code = 200 if body.get("ok", True) else 503
+        if not await logged_in(app, request):
+            body = {"ok": bool(body.get("ok", True))}
+        return JSONResponse(body, status_code=code)
     app.add_api_route("/health", health, methods=["GET"], include_in_schema=False)
     # Gradio has no catch-all route today; put ours first anyway so that none added later can shadow it.
     app.router.routes.insert(0, app.router.routes.pop())

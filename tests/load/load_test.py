@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from playground.jobs.sandbox import server_jobs_dir  # noqa: E402
 UID_BASE = 64000  # a uid range of its own, apart from a developer's server and the tests
+# The class logs in (any user name, this password): the per-student limits count each student by that name, and
+# students behind one address (here all of them, on the loopback) would otherwise share one student's limits.
+LOAD_PASSWORD = "load-test"
 VARIANTS = [{"block_N": b, "threads": t} for b in (4096, 8192, 16384) for t in (128, 256, 512)]
 
 
@@ -50,7 +53,7 @@ def start_app(port: int, log_path: Path, ui_concurrency: int | None = None,
            "PYTHONUNBUFFERED": "1"}
     if ui_concurrency:
         env["PLAYGROUND_UI_CONCURRENCY"] = str(ui_concurrency)
-    env.pop("PLAYGROUND_PASSWORD", None)
+    env["PLAYGROUND_PASSWORD"] = LOAD_PASSWORD
     env.pop("PLAYGROUND_PASSWORD_FILE", None)
     log = open(log_path, "w")
     # ignore_sigint: start the app as a script's background job would (SIGINT inherited ignored)
@@ -60,14 +63,26 @@ def start_app(port: int, log_path: Path, ui_concurrency: int | None = None,
 
 
 def wait_health(port: int, timeout: float = 180) -> dict:
+    """Wait until /health answers, then its details (which it gives a logged-in user only)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-                return json.loads(r.read())
+                json.loads(r.read())
+            return health_details(port)
         except Exception:
             time.sleep(1)
     raise RuntimeError("the app did not answer /health")
+
+
+def health_details(port: int) -> dict:
+    import http.cookiejar
+    import urllib.parse
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    form = urllib.parse.urlencode({"username": "load-test", "password": LOAD_PASSWORD}).encode()
+    opener.open(f"http://127.0.0.1:{port}/login", data=form, timeout=10).read()
+    with opener.open(f"http://127.0.0.1:{port}/health", timeout=10) as r:
+        return json.loads(r.read())
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -82,7 +97,7 @@ def session(index: int, url: str, until: float, records: list, lock: threading.L
     rng = random.Random(index)
     source = (ROOT / "kernels" / "vector_add.py").read_text()
     try:
-        client = Client(url, verbose=False)
+        client = Client(url, auth=(f"student{index}", LOAD_PASSWORD), verbose=False)
     except Exception as exc:
         with lock:
             records.append({"session": index, "ok": False, "error": f"connect: {exc}", "seconds": 0.0})
@@ -138,8 +153,7 @@ def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | N
         for t in threads:
             t.join(timeout=seconds + 600)
         wall = time.monotonic() - started
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
-            health_after = json.loads(r.read())
+        health_after = health_details(port)
         app_tree = {p.pid for p in psutil.Process(app.pid).children(recursive=True)}
     finally:
         app.send_signal(signal.SIGTERM)  # as docker stop does: the app shuts down as on Ctrl-C, and the
