@@ -15,6 +15,8 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")  # from Gradio's queue
+
 QUICKSTART = '''import torch
 import tilelang
 import tilelang.language as T
@@ -435,6 +437,29 @@ def test_a_multi_file_source_is_written_to_one_folder(tmp_path):
     from playground.engine import catalogue
     k = catalogue.load("", {"negate.py": WITH_HELPER, "tile_sizes.py": "BLOCK = 128\n"}, tmp_path)
     assert k.name == "negate" and (k.path.parent / "tile_sizes.py").exists()
+
+
+def test_the_page_api_describes_and_compiles_a_kernel_of_ones_own():
+    import socket
+
+    from gradio_client import Client
+
+    from playground.ui import serve
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo, _, url = serve("127.0.0.1", port, prevent_thread_lock=True, quiet=True)
+    try:
+        client = Client(url, verbose=False)
+        described = client.predict("", RMSNORM, {}, api_name="/describe")
+        assert described["ok"] and described["required"] == ["M", "N"], described.get("error")
+        assert [p["name"] for p in described["parameters"]] == ["M", "N", "block_M", "threads", "eps"]
+        shipped = client.predict("vector_add", "", {}, api_name="/describe")
+        assert shipped["ok"] and shipped["name"] == "vector_add" and "N" in shipped["problem"]
+        compiled = client.predict("", RMSNORM, {"M": 64, "N": 1024, "arch": "sm_90a"}, api_name="/compile")
+        assert compiled["ok"] and "__global__" in compiled["cuda"], compiled.get("error")
+    finally:
+        demo.close()
 
 
 # -- bad input ----------------------------------------------------------------------------------------------------
