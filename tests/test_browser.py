@@ -4,6 +4,7 @@ Opens a link that carries a kernel, picks another kernel, changes parameters, co
 CUDA and the resource table; then the error view for a broken source, and the draft surviving a reload. Screenshots
 go to tests/artifacts/ (git-ignored)."""
 import os
+import re
 import shutil
 import socket
 import time
@@ -233,3 +234,216 @@ def test_a_share_link_opens_the_same_edits_in_another_browser(browser, url, tmp_
     assert shared_lines[0] == "# shared edit, line one"
     assert [slot(other, n).locator("input").input_value() for n in ("M", "N", "threads")] == ["1000", "1000", "128"]
     second.close()
+
+
+# -- a newcomer's walk: the things that got in the way (issue 20) -------------------------------------------------
+KERNELS = ["vector_add", "gemm", "gemm_epilogue", "softmax", "flash_attention"]
+
+# WCAG 2 contrast of every piece of text under the selectors: the computed colour over the background composed of
+# every ancestor's (semi-transparent) background, up to the first opaque one.
+CONTRAST_JS = """(selectors) => {
+  const parse = (c) => { const m = c.match(/rgba?\\(([^)]+)\\)/); if (!m) return [0, 0, 0, 0];
+    const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+  const over = (top, bottom) => [0, 1, 2].map((i) => top[i] * top[3] + bottom[i] * (1 - top[3])).concat([1]);
+  const background = (el) => { const layers = [];
+    for (let e = el; e; e = e.parentElement) { const bg = parse(getComputedStyle(e).backgroundColor);
+      if (bg[3] > 0) layers.push(bg); if (bg[3] >= 1) break; }
+    let c = document.documentElement.classList.contains('dark') || document.body.classList.contains('dark')
+      ? [11, 15, 25, 1] : [255, 255, 255, 1];
+    for (let i = layers.length - 1; i >= 0; i--) c = over(layers[i], c); return c; };
+  const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const out = [], seen = new Set();
+  for (const selector of selectors) document.querySelectorAll(selector).forEach((root) => {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const el = n.parentElement;
+      if (!n.textContent.trim() || !el || seen.has(el)) continue;
+      seen.add(el);
+      const box = el.getBoundingClientRect();
+      if (!box.width || !box.height || getComputedStyle(el).visibility === 'hidden') continue;
+      const bg = background(el), fg = over(parse(getComputedStyle(el).color), bg);
+      const a = lum(fg), b = lum(bg);
+      out.push({text: n.textContent.trim().slice(0, 30), cls: String(el.className).slice(0, 40),
+                ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05), fg: getComputedStyle(el).color});
+    }
+  });
+  return out;
+}"""
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    print(f"screenshot: {ARTIFACTS / name}.png")
+
+
+def toasts(page) -> list[str]:
+    return [t for t in page.locator(".toast-body").all_inner_texts() if t.strip()]
+
+
+def low_contrast(page, selectors: list[str], least: float = 4.5) -> list[dict]:
+    texts = page.evaluate(CONTRAST_JS, selectors)
+    assert texts, f"no text found under {selectors}"
+    return [t for t in texts if t["ratio"] < least]
+
+
+def slot_labels(page) -> list[str]:
+    return [x.get_attribute("aria-label") for x in page.locator(".pg-slot input").all()
+            if x.is_visible()]
+
+
+def test_walking_every_kernel_twice_sends_one_event_each_and_raises_no_error(page, url):
+    from playground.ui import controls as ctl, gateway
+    joins = []
+    page.on("request", lambda r: joins.append(r.url) if "queue/join" in r.url else None)
+    open_page(page, url, "?kernel=gemm")
+    for round_ in range(2):
+        for kernel in KERNELS:
+            joins.clear()
+            choose(page, page.locator("#pg-kernel"), kernel)
+            first_line = gateway.original_source(kernel).splitlines()[0]  # the editor draws only the lines in view
+            page.wait_for_function("(line) => document.querySelector('#pg-editor .cm-line').innerText === line",
+                                   arg=first_line)
+            c = ctl.controls_for(gateway.describe(kernel))
+            page.wait_for_function("(names) => names.every((n) => document.querySelector("
+                                   "`.pg-slot input[aria-label='${n}']`))", arg=c.names)
+            time.sleep(1.0)  # a second request or a late error toast would come within this
+            assert len(joins) == 1, f"{kernel}: the switch sent {len(joins)} requests"
+            assert not toasts(page), f"{kernel}: {toasts(page)}"
+            assert slot_labels(page) == c.names, kernel  # every control is the new kernel's, in order
+            values = [slot(page, x.name).locator("input").input_value() for x in c.problem + c.tile]
+            assert values == [x.default for x in c.problem + c.tile], kernel
+            if round_ == 0:
+                shot(page, f"walk_{kernel}")
+    # each control explains itself (what it does, its range) and the sizes are apart from the tile parameters
+    tip = slot(page, "block_M").get_attribute("title") or ""
+    assert tip.startswith("block_M: queries one block handles") and "autotuner tries 64, 128, 192" in tip, tip
+    assert page.locator("#pg-problem .pg-slot input[aria-label='seq_len']").count() == 1
+    assert page.locator("#pg-tile .pg-slot input[aria-label='block_M']").count() == 1
+
+
+def test_code_views_read_at_4_5_to_1_in_light_and_dark(browser, url):
+    for theme in ("light", "dark"):
+        context = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme=theme)
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        open_page(page, url, f"?kernel=vector_add&N=4096&__theme={theme}")
+        page.click("#pg-compile")
+        assert "compiled vector_add" in wait_idle(page)
+        type_value(page, slot(page, "block_N"), "4096")  # a second compile, so Compare has a diff to show
+        page.click("#pg-compile")
+        assert "compiled vector_add" in wait_idle(page)
+        for tab, pane in (("CUDA", "#pg-cuda"), ("PTX", "#pg-ptx"), ("SASS", "#pg-sass"), ("Host code", "#pg-host")):
+            page.get_by_role("tab", name=tab).click()
+            page.wait_for_selector(f"{pane} .pg-line")
+            bad = low_contrast(page, [f"{pane} .pg-code"])
+            assert not bad, (theme, tab, bad[:5])
+        page.get_by_role("tab", name="CUDA").click()
+        bad = low_contrast(page, ["#pg-editor .cm-content", "#pg-editor .cm-gutters"])
+        assert not bad, (theme, "editor", bad[:5])
+        page.get_by_role("tab", name="Compare").click()
+        page.wait_for_selector("#pg-diff .pg-line")
+        bad = low_contrast(page, ["#pg-diff"])
+        assert not bad, (theme, "diff", bad[:5])
+        # the history names the value that differs from the default, and its headers are whole words
+        page.get_by_role("tab", name="History").click()
+        page.wait_for_selector("#pg-hist-table")
+        assert "block_N=4096" in page.inner_text("#pg-hist-table")
+        bad = low_contrast(page, ["#pg-status", "#pg-resources", "#pg-params", "#pg-header", "#pg-toolbar"])
+        assert not bad, (theme, "page", bad[:5])
+        shot(page, f"contrast_{theme}")
+        context.close()
+
+
+def test_source_and_cuda_side_by_side_at_1024_by_768(browser, url):
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    page.click("#pg-compile")
+    assert "compiled vector_add" in wait_idle(page)
+    page.wait_for_selector("#pg-cuda .pg-line")
+    editor = page.locator("#pg-editor").bounding_box()
+    cuda = page.locator("#pg-cuda .pg-code").bounding_box()
+    assert cuda["x"] >= editor["x"] + editor["width"] - 2, (editor, cuda)  # beside, not below
+    assert abs(cuda["y"] - editor["y"]) < 300 and cuda["y"] < 768, (editor, cuda)  # both in the first screen
+    assert editor["width"] >= 380 and cuda["width"] >= 380, (editor, cuda)
+    assert cuda["x"] + cuda["width"] <= 1024, cuda
+    # the editor wraps long lines (the docstring's) rather than cutting them, and fits the window
+    assert page.locator("#pg-editor .cm-content.cm-lineWrapping").count() == 1
+    assert 300 <= editor["height"] <= 768, editor
+    shot(page, "side_by_side_1024")
+    context.close()
+
+
+def test_a_cold_compile_shows_its_stages_with_their_times(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+Home")
+    page.keyboard.type(f"# a cold compile: {time.time_ns()}\n")  # a source never compiled before
+    time.sleep(0.5)
+    page.click("#pg-compile")
+    seen, deadline, shot_taken = [], time.monotonic() + 240, False
+    while time.monotonic() < deadline:
+        text = page.inner_text("#pg-status")
+        if not seen or seen[-1] != text:
+            seen.append(text)
+        if "nvcc" in text and not shot_taken:
+            shot(page, "staged_progress")
+            shot_taken = True
+        if "compiled vector_add" in text or "failed" in text:
+            break
+        time.sleep(0.15)
+    joined = "\n".join(seen)
+    assert "compiled vector_add" in seen[-1], joined
+    for stage in ("queued", "lowering", "nvcc"):
+        assert any(stage in t for t in seen), (stage, joined)
+    assert any(re.search(r"lowering \d+\.\d s", t) for t in seen), joined  # each stage with the time spent
+    assert any(re.search(r"queued[^·]* \d+\.\d s ✓", t) for t in seen), joined
+    # the same compile again is served from the cache, and says how long the user waited
+    page.click("#pg-compile")
+    status = wait_idle(page)
+    assert "from the cache" in status and re.search(r"in \d+\.\d\d s \(from the cache; compiling it took", status), status
+
+
+def test_an_oversized_config_shows_the_resource_error_beside_its_controls(page, url):
+    open_page(page, url, "?kernel=gemm&M=256&N=256&K=256&block_M=256&block_N=256&block_K=256&num_stages=4")
+    # before any compile: block_K=256 is outside the tuned space, and says so
+    assert "pg-warn" in slot(page, "block_K").get_attribute("class")
+    assert "outside the tuned space" in page.inner_text("#pg-params-note")
+    page.click("#pg-compile")
+    status = wait_idle(page, timeout=400)
+    assert "✓" not in status and "resources" in status, status
+    note = page.inner_text("#pg-params-note")
+    assert "Too big for the GPU" in note and "shared memory" in note, note
+    for name in ("num_stages", "block_K"):
+        assert "pg-bad" in slot(page, name).get_attribute("class"), name
+    assert "resources" in page.inner_text("#pg-error").lower()
+    shot(page, "resource_error")
+
+
+def test_a_failed_compile_marks_the_cuda_stale_and_a_failed_sweep_shows_in_its_tab(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    page.click("#pg-compile")
+    assert "compiled vector_add" in wait_idle(page)
+    assert page.locator("#pg-cuda .pg-stale").count() == 0
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+Home")
+    page.keyboard.type("this is not python\n")
+    page.click("#pg-compile")
+    assert "failed" in wait_idle(page)
+    page.wait_for_selector("#pg-cuda .pg-stale")
+    assert "last good compile" in page.inner_text("#pg-cuda .pg-stale")
+    shot(page, "stale_cuda")
+    page.click("#pg-reset")
+    wait_idle(page)
+    page.get_by_role("tab", name="Size sweep").click()
+    page.click("#pg-sweep")
+    wait_idle(page)
+    from playground.ui import gateway
+    if not gateway.health().get("gpu"):  # without a GPU the sweep fails: the error shows in the sweep's own tab
+        page.wait_for_selector("#pg-sweep-error .pg-error-box")
+        assert "GPU" in page.inner_text("#pg-sweep-error")
+        assert not page.locator("#pg-sweep-table").is_visible()  # and no empty table is drawn
+    shot(page, "sweep")

@@ -197,7 +197,6 @@ class Page:
     def build_code_column(self) -> None:
         self.src_line = gr.Dropdown([], value=None, label="Mark the CUDA of source line", elem_id="pg-srcline",
                                     interactive=True)
-        gr.HTML(LEGEND)
         with gr.Tabs(elem_id="pg-code-tabs"):
             with gr.Tab("CUDA", id="cuda"):
                 self.cuda = gr.HTML(code_html("", empty="Compile to see the generated CUDA."), elem_id="pg-cuda")
@@ -207,6 +206,7 @@ class Page:
                 self.sass = gr.HTML(code_html("", empty="Compile to see the SASS."), elem_id="pg-sass")
             with gr.Tab("Host code", id="host"):
                 self.host = gr.HTML(code_html("", empty="Compile to see the host code."), elem_id="pg-host")
+        gr.HTML(LEGEND)  # under the code, so the code starts level with the editor
         self.resources = gr.HTML(views.resources_html(None), elem_id="pg-resources")
 
     def build_results(self) -> None:
@@ -287,7 +287,12 @@ class Page:
         values outside the tuned space (amber)."""
         outside = ctl.outside_space(c, values)
         error = error if (error or {}).get("stage") == "resources" else None
+        # The controls a resource error is about: those its message names (num_stages, say) and the tile values the
+        # user moved off the defaults, which made the tiles bigger than the kernel's own choice.
         named = ctl.named_in(c, error.get("message", "")) if error else []
+        if error:
+            moved = [x.name for x in c.tile if x.name in ctl.changed(c, values) and x.name not in named]
+            named = [n for n in c.names if n in named or n in moved]
         out = {self.params_note: views.params_note_html(error, named, outside)}
         for slots, group in ((self.p_slots, c.problem), (self.t_slots, c.tile)):
             for slot, control in zip(slots, group):

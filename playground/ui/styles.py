@@ -63,7 +63,9 @@ CSS = """
 .pg-line { display: flex; min-width: max-content; padding-right: 12px; border-left: 3px solid transparent; }
 .pg-line .pg-no { flex: none; width: 3.6em; padding-right: 10px; text-align: right; color: #8b949e;
                   user-select: none; }
-.pg-line .pg-tx { white-space: pre; }
+.pg-line .pg-tx { white-space: pre; color: #e6edf3; }  /* text outside any token: Gradio's prose colour is dark */
+.pg-line.pg-cut .pg-tx, .pg-diff .pg-dhdr .pg-tx { color: #8b949e; }
+.pg-diff .pg-dhunk .pg-tx { color: #79c0ff; }
 .pg-line.pg-has-src { cursor: help; }
 .pg-line.pg-mark { background: rgba(56,139,253,0.20); border-left-color: #388bfd; }
 .pg-line.pg-sel { background: rgba(163,113,247,0.24); border-left-color: #a371f7; }
@@ -159,6 +161,7 @@ CSS = """
 /* Gradio sizes the editor by lines × the first line's height, which a wrapped docstring line doubles: the editor
    grows with its text from about 20 lines up to most of the window, then scrolls, like the CUDA pane beside it. */
 #pg-editor .cm-scroller { min-height: 340px !important; max-height: 72vh !important; }
+#pg-editor .cm-gutterElement { color: var(--body-text-color-subdued); }
 #pg-editor .pg-err-gutter { background: #dc2626; color: white !important; border-radius: 3px; }
 """
 
@@ -227,8 +230,13 @@ HEAD = r"""
   const fixEditorContrast = () => {
     const editor = document.querySelector("#pg-editor .cm-editor");
     if (!editor) return;
-    let bg = rgb(getComputedStyle(editor).backgroundColor);
-    if (!bg || bg[3] === 0) bg = [255, 255, 255, 1];
+    let bg = null;  // the first opaque background at or above the editor
+    for (let e = editor; e && !bg; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c && c[3] >= 1) bg = c;
+    }
+    bg = bg || (document.documentElement.classList.contains("dark") || document.body.classList.contains("dark")
+                ? [11, 15, 25, 1] : [255, 255, 255, 1]);
     const toward = lum(bg) > 0.4 ? 0 : 255;
     const probe = document.createElement("span");
     editor.appendChild(probe);

@@ -121,7 +121,10 @@ def resources_html(result: dict | None) -> str:
                     else f"compiled in {result['compile_seconds']:.2f} s")
     if result.get("tilelang_version"):
         meta.append(f"TileLang {esc(result['tilelang_version'])}")
-    return f'<div class="pg-resources">{items}</div><div class="pg-meta">{" · ".join(meta)}</div>'
+    warnings = "".join(f'<div class="pg-param-warn">{esc(w.get("message", ""))}</div>'
+                       for w in result.get("warnings") or [] if isinstance(w, dict) and w.get("message"))
+    return (f'<div class="pg-resources">{items}</div>{warnings}'
+            f'<div class="pg-meta">{" · ".join(meta)}</div>')
 
 
 # -- errors -----------------------------------------------------------------------------------------------------
