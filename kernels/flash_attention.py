@@ -11,11 +11,12 @@ Read this file first: `plain_forward` below is that loop, written plainly (GEMM,
 num_stages tiles ahead, and its GEMMs wgmma; on earlier GPUs, cp.async and mma.sync. It runs at 0.84× SDPA on an
 H200: while the exps run, the tensor cores idle. The Hopper schedules that close that gap live in their own files:
 
-- `kernels/flash_attention_hopper.py` (the default): the FlashAttention-3 overlap, the softmax of tile k running
-  while the tensor cores do P V of tile k-1; ping-pong (`pingpong`), the last tile's P V as one more pipelined
-  step (`extra_step`), and three fixes for what the SASS showed (`fence_wait`, `two_p`, `lazy_rescale`).
-- `kernels/flash_attention_persistent.py` (`persistent=True`): the same steps, but one block per SM walks many
-  query blocks, loading the next Q while it finishes this one.
+- `kernels/flash_attention_hopper.py` (`overlap=True`, the factory's default): the FlashAttention-3 overlap, the
+  softmax of tile k running while the tensor cores do P V of tile k-1; ping-pong (`pingpong`), the last tile's
+  P V as one more pipelined step (`extra_step`), and three fixes for what the SASS showed (`fence_wait`, `two_p`,
+  `lazy_rescale`).
+- `kernels/flash_attention_persistent.py` (`persistent=True`, the non-causal head-dim-128 presets): the same
+  steps, but one block per SM walks many query blocks, loading the next Q while it finishes this one.
 
 `flash_attention(...)` below picks the schedule and refuses option combinations no schedule implements.
 

@@ -4,9 +4,9 @@ A linear layer followed by its activation. Done as three PyTorch calls, the M ×
 twice more (once for the bias, once for the activation). Here it is `gemm.py`'s first (pipelined) GEMM, its main
 loop (`pipelined_k_loop`) imported from there; what is new is what happens to the accumulator before it is stored:
 while the block_M × block_N tile of A @ B is still in registers, in fp32, each thread adds the bias of its columns
-and applies the activation to its own elements; then the tile is rounded and written once. On Hopper the K loop is the same TMA + wgmma pipeline as in `gemm.py`; the
-epilogue runs on the consumer warpgroups that hold the accumulator, and costs a few instructions per element
-against the block_K-deep multiply-adds of every K step.
+and applies the activation to its own elements; then the tile is rounded and written once. On Hopper the K loop is
+the same TMA + wgmma pipeline as in `gemm.py`; the epilogue runs on the consumer warpgroups that hold the
+accumulator, and costs a few instructions per element against the block_K-deep multiply-adds of every K step.
 
 gelu uses the tanh approximation, 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))), as does the reference.
 
