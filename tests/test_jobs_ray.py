@@ -194,9 +194,12 @@ def drive(head_pid: int, temp: Path, call: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def seen():
+def seen(tmp_path_factory):
     with ray_head(2, "sm_90a") as (head_pid, temp):
-        yield drive(head_pid, temp, f"scenario({head_pid})")
+        answers = drive(head_pid, temp, f"scenario({head_pid})")
+    kept = tmp_path_factory.mktemp("ray") / "seen.json"  # what the scenario saw, for a failure's reader
+    kept.write_text(json.dumps(answers, indent=1))
+    yield answers
 
 
 # -- what was seen -------------------------------------------------------------------------------------------------
