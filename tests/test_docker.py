@@ -38,7 +38,9 @@ SECRET = f"SERVER_SECRET={uuid.uuid4().hex}"  # in the server's environment only
 
 
 def image_sh(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    # PYTHON: the pip that fetches the CPU torch wheel for the build (this venv's; a system python3 may have none)
+    proc = subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env={**os.environ, "PYTHON": sys.executable})
     if check:
         assert proc.returncode == 0, f"deploy/image.sh {' '.join(args)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
