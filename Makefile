@@ -29,7 +29,7 @@ $(VENV)/.test-installed: requirements.txt requirements-dev.txt
 # (nvcc itself, and the CUDA headers, come from pip wheels: no CUDA toolkit is needed). The Dockerfile gets them
 # through `make setup`, so the image, the README and CI install them with this one recipe. The tests' own: chromium,
 # the browser the page's end-to-end test drives. Only packages not installed yet are asked for.
-APP_PACKAGES  := bubblewrap g++
+APP_PACKAGES  := bubblewrap g++ libseccomp2
 TEST_PACKAGES := chromium
 missing = $(shell for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done)
 system-packages:

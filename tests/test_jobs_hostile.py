@@ -8,7 +8,9 @@ What must be unreadable to a job (bwrap mode): /etc/shadow, /root, other process
 except playground/ and kernels/ (so .git, tests/, app.py, the Makefile), other jobs' folders, the server's job
 root. Readable (read-only): /usr, the Python installation, the virtualenv, playground/, kernels/.
 """
+import errno
 import fcntl
+import json
 import os
 import re
 import socket
@@ -465,3 +467,46 @@ def test_health_without_a_login_says_only_up_or_down(server):
         assert body["ok"] is True and {"sandbox", "queue", "cache", "gpu"} <= set(body)
     finally:
         demo.close()
+
+
+# -- the system call filter (threat model: "no syscall filter in the job") ------------------------------------------
+SYSCALLS = '''
+import ctypes, json, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def call(nr, *args):
+    return 0 if libc.syscall(nr, *args) >= 0 else ctypes.get_errno()
+t = threading.Thread(target=lambda: None)  # threads and forks: what every job needs still works
+t.start()
+t.join()
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+seen = {"ptrace": call(101, 0, 0, 0, 0), "mount": call(165, b"none", b"/tmp", b"tmpfs", 0, 0),
+        "keyctl": call(250, 0, -1, 0, 0), "bpf": call(321, 0, 0, 0), "unshare": call(272, 0x10000000),
+        "init_module": call(175, 0, 0, 0), "reboot": call(169, 0, 0, 0, 0),
+        "clone_newuser": call(56, 0x10000000 | 17, 0, 0, 0, 0),
+        "seccomp_mode": next(l for l in open("/proc/self/status") if l.startswith("Seccomp:")).split()[1]}
+raise RuntimeError("SEEN" + json.dumps(seen))
+'''
+
+
+@pytest.mark.timeout(300)
+def test_the_job_cannot_ptrace_mount_keyctl_bpf_unshare_load_modules_or_reboot(server):
+    import platform
+    if server.mode.kind != "bwrap":
+        pytest.skip(f"jobs are not sandboxed here ({server.mode.why})")
+    if platform.machine() != "x86_64":
+        pytest.skip("the system call numbers below are x86-64's")
+    assert server.mode.to_json(server.settings)["syscall_filter"], "libseccomp's bindings are missing"
+    text = (ROOT / "kernels" / "vector_add.py").read_text().replace(
+        "import tilelang.language as T\n", "import tilelang.language as T\n" + SYSCALLS, 1)
+    r = jobs.run_job("compile", "vector_add", text, {}, session="syscalls", timeout=TIMEOUT)
+    assert "SEEN" in r["error"]["message"], r["error"]
+    seen = json.loads(r["error"]["message"].split("SEEN", 1)[1])
+    assert seen.pop("seccomp_mode") == "2", "the job runs under a seccomp filter"
+    assert seen == {name: errno.EPERM for name in seen}, seen
+    # The other side: what a kernel job needs is allowed (the same filter compiles a kernel).
+    server.cache.clear()
+    after = jobs.run_job("compile", "vector_add", None, {}, session="syscalls-after")
+    assert after["ok"], after["error"]

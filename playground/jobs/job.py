@@ -88,21 +88,26 @@ class Job:
         worker = [sys.executable, "-m", "playground.jobs.worker", "--job-dir", inside]
         if self.uid is not None:
             worker += ["--uid", str(self.uid)]
-        argv = sandbox.command(self.dir, worker, gpu, settings)
+        seccomp_fd = sandbox.syscall_filter_fd() if sandbox.mode(settings).kind == "bwrap" else None
+        argv = sandbox.command(self.dir, worker, gpu, settings, seccomp_fd)
         try:
-            self.proc = self._start(argv, inside, gpu, gpu_index)
+            self.proc = self._start(argv, inside, gpu, gpu_index, () if seccomp_fd is None else (seccomp_fd,))
         except BaseException:
             sandbox.remove_job_dir(self.dir)
             if self.uid is not None:
                 self.uids.give(self.uid)
             raise
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
         self.readers = [threading.Thread(target=self._read_stdout, daemon=True, name="job-stdout"),
                         threading.Thread(target=self._read_stderr, daemon=True, name="job-stderr")]
         for t in self.readers:
             t.start()
 
-    def _start(self, argv: list[str], inside: str, gpu: bool, gpu_index: int | None) -> subprocess.Popen:
-        return _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    def _start(self, argv: list[str], inside: str, gpu: bool, gpu_index: int | None,
+               pass_fds: tuple = ()) -> subprocess.Popen:
+        return _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds,
                       env=sandbox.job_env(inside, self.uid, gpu_index, self.settings), cwd=self.dir,
                       start_new_session=True,  # its own group: one kill reaches every child
                       preexec_fn=lambda: limits.apply_rlimits(self.settings, gpu))

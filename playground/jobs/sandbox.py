@@ -253,8 +253,10 @@ def gpu_devices() -> list[str]:
 
 
 def bwrap_command(job_dir: Path, argv: list[str], gpu: bool, privileged: bool,
-                  settings: Settings | None = None) -> list[str]:
+                  settings: Settings | None = None, seccomp_fd: int | None = None) -> list[str]:
     cmd = ["bwrap", "--die-with-parent", "--new-session"]
+    if seccomp_fd is not None:  # loaded by bwrap just before it starts argv: the sandbox is built, the job not yet
+        cmd += ["--seccomp", str(seccomp_fd)]
     if privileged:
         # No user namespace: the worker becomes the job uid itself, keeping only the right to do that.
         cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
@@ -302,6 +304,7 @@ class Mode:
 
     def to_json(self, settings: Settings | None = None) -> dict:
         return {"kind": self.kind, "why": self.why,
+                "syscall_filter": self.kind == "bwrap" and syscall_filter() is not None,
                 "job_uids": use_job_uids(settings), "user_namespace": self.kind == "bwrap" and not self.privileged}
 
 
@@ -359,9 +362,80 @@ def inside(job_dir: Path, settings: Settings | None = None) -> str:
     return INSIDE if mode(settings).kind == "bwrap" else str(job_dir)
 
 
-def command(job_dir: Path, argv: list[str], gpu: bool, settings: Settings | None = None) -> list[str]:
-    """The command line that runs `argv` as this job."""
+def command(job_dir: Path, argv: list[str], gpu: bool, settings: Settings | None = None,
+            seccomp_fd: int | None = None) -> list[str]:
+    """The command line that runs `argv` as this job (`seccomp_fd`: see syscall_filter_fd)."""
     m = mode(settings)
     if m.kind == "bwrap":
-        return bwrap_command(job_dir, argv, gpu, m.privileged, settings)
+        return bwrap_command(job_dir, argv, gpu, m.privileged, settings, seccomp_fd)
     return argv
+
+
+# -- the system call filter -----------------------------------------------------------------------------------------
+# What a kernel job never needs, refused with EPERM inside the sandbox; everything else is allowed (TileLang, nvcc,
+# CUDA, Nsight Compute and compute-sanitizer need the ordinary rest: threads, mmap, ioctl on /dev/nvidia*, ...).
+DENIED_SYSCALLS = {
+    "read or change another process": ["ptrace", "process_vm_readv", "process_vm_writev", "kcmp"],
+    "mount or unmount file systems": ["mount", "umount2", "pivot_root", "fsopen", "fsmount", "fsconfig", "fspick",
+                                      "move_mount", "open_tree", "mount_setattr"],
+    "the kernel keyring (shared by the whole host)": ["keyctl", "add_key", "request_key"],
+    "load programs into the kernel": ["bpf"],
+    "new namespaces, or another process's (a user namespace gives its maker capabilities)": ["unshare", "setns"],
+    "load or remove kernel modules, or a new kernel": ["init_module", "finit_module", "delete_module", "kexec_load",
+                                                        "kexec_file_load"],
+    "reboot, swap, the clock, accounting": ["reboot", "swapon", "swapoff", "settimeofday", "clock_settime",
+                                            "clock_adjtime", "adjtimex", "acct"],
+    "open files by handle, around the sandbox's mounts": ["open_by_handle_at", "name_to_handle_at"],
+    "watch other processes' memory faults (an exploit primitive)": ["userfaultfd"],
+}
+CLONE_NEW_FLAGS = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET: namespaces by clone
+EPERM, ENOSYS = 1, 38
+_filter: bytes | None = None
+_filter_why = ""
+
+
+def syscall_filter() -> bytes | None:
+    """The job's seccomp filter as a BPF program (built once with libseccomp's Python bindings), or None where they
+    or libseccomp are missing (then health() says so)."""
+    global _filter, _filter_why
+    with _mode_lock:
+        if _filter is None and not _filter_why:
+            try:
+                _filter = _build_filter()
+            except Exception as exc:  # ImportError, OSError (no libseccomp.so.2), a name this libseccomp lacks
+                _filter_why = f"no system call filter: {type(exc).__name__}: {exc}"
+                log.warning("jobs run without a system call filter: %s", _filter_why)
+        return _filter
+
+
+def _build_filter() -> bytes:
+    import pyseccomp as seccomp
+    f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    for names in DENIED_SYSCALLS.values():
+        for name in names:
+            try:
+                f.add_rule(seccomp.ERRNO(EPERM), name)
+            except Exception:  # a call this architecture or libseccomp does not know: nothing to refuse
+                log.debug("seccomp: no system call %s here", name)
+    for bit in range(32):  # clone with any namespace flag (each flag a rule: libseccomp compares masked equal)
+        flag = 1 << bit
+        if CLONE_NEW_FLAGS & flag:
+            f.add_rule(seccomp.ERRNO(EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+    # clone3 passes its flags in memory, where a filter cannot look: "not implemented" makes glibc fall back to
+    # clone, which the rules above see (container engines do the same).
+    f.add_rule(seccomp.ERRNO(ENOSYS), "clone3")
+    with tempfile.TemporaryFile() as out:
+        f.export_bpf(out)
+        out.seek(0)
+        return out.read()
+
+
+def syscall_filter_fd() -> int | None:
+    """A file descriptor to read the filter from, for bwrap --seccomp (the caller passes it on and closes it)."""
+    program = syscall_filter()
+    if program is None:
+        return None
+    fd = os.memfd_create("playground-seccomp", 0)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
