@@ -538,6 +538,12 @@ def test_a_t_copy_between_tiles_of_different_shapes_names_both_at_its_line(tmp_p
     assert err["line"] == line_of(BAD_COPY, "T.copy(tile[0:32")
 
 
+def test_a_hopper_schedule_for_ampere_gets_the_hint():
+    code, result = cli_json("compile", "gemm", *sets({"M": 256, "N": 256, "K": 256, "block_N": 128, "block_K": 32,
+                                                      "threads": 128}), "--arch", "sm_80")
+    assert code == 1 and "needs Hopper (sm_90a) or warp_specialized=False" in result["error"]["message"]
+
+
 def test_verification_failure_names_the_check_shape_and_the_criterion():
     import torch
     from playground.engine.measure import verification_failure
