@@ -329,3 +329,18 @@ def test_closing_a_pool_waits_for_a_spare_being_started_and_removes_it():
     pool.close()
     assert removed.is_set(), "close() returned before the spare that was starting was removed"
     assert pool.spares == [] and pool.pending == 0
+
+
+# -- the GPUs, from NVML ------------------------------------------------------------------------------------------
+def test_nvml_answers_no_gpu_cleanly_without_a_driver_and_the_settings_pick_the_visible_gpus():
+    from conftest import has_gpu
+    from playground.engine import gpus
+    from playground.jobs import hardware
+    if not has_gpu():  # no driver here: NVMLError_LibraryNotFound (or no nvidia-ml-py) must read as "no GPU"
+        assert gpus.list_gpus() == [] and gpus.state() == {} and gpus.first_gpu_name() is None
+        assert hardware.gpus(Settings()) == [] and hardware.default_arch(Settings()) == "sm_90a"
+    four = [{"index": i, "name": "GPU", "arch": "sm_90a", "memory_mib": 1} for i in range(4)]
+    assert hardware.visible(four, Settings(no_gpu=True)) == []
+    assert [g["index"] for g in hardware.visible(four, Settings(inherited=(("CUDA_VISIBLE_DEVICES", "1,3"),)))] \
+        == [1, 3]
+    assert gpus.arch_of(9, 0) == "sm_90a" and gpus.arch_of(8, 0) == "sm_80" and gpus.arch_of(12, 0) == "sm_120"

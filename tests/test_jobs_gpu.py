@@ -49,3 +49,22 @@ def test_gpu_harm_ends_its_own_job_and_the_next_job_runs(name, server):
           f"{after.get('timing', {}).get('median_ms')} ms")
     assert after["ok"], after["error"]
     assert all(v["passed"] for v in after["verification"])
+
+
+@pytest.mark.gpu
+def test_nvml_lists_the_gpus_torch_sees_without_making_a_cuda_context():
+    import json
+    import subprocess
+    import sys
+    import torch
+    probe = ("import json; from playground.engine import gpus; import torch\n"
+             "print(json.dumps({'gpus': gpus.list_gpus(), 'state': gpus.state(), 'cuda': torch.cuda.is_initialized()}))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["cuda"] is False, "asking NVML made a CUDA context"
+    assert len(seen["gpus"]) >= torch.cuda.device_count() >= 1
+    names = {g["name"] for g in seen["gpus"]}
+    assert torch.cuda.get_device_name(0) in names
+    major, minor = torch.cuda.get_device_capability(0)
+    assert any(g["arch"] and g["arch"].startswith(f"sm_{major}{minor}") for g in seen["gpus"])
+    assert seen["state"]["driver"] and seen["state"]["clock_sm_max_mhz"] > 0
