@@ -225,6 +225,11 @@ def test_a_share_link_opens_the_same_edits_in_another_browser(browser, url, tmp_
     second = browser.new_context(viewport={"width": 1600, "height": 1000})
     other = second.new_page()
     other.set_default_timeout(60_000)
+    open_page(other, url, "?kernel=softmax")  # this browser's own edited draft, which the link will replace ...
+    other.click("#pg-editor .cm-content")
+    other.keyboard.press("Control+Home")
+    other.keyboard.type("# my own draft\n")
+    time.sleep(1.5)
     other.goto(link, wait_until="domcontentloaded")
     other.wait_for_selector("#pg-editor .cm-content")
     status = wait_idle(other)
@@ -233,6 +238,9 @@ def test_a_share_link_opens_the_same_edits_in_another_browser(browser, url, tmp_
     assert other.locator("#pg-editor .cm-line").all_inner_texts()[:12] == shared_lines
     assert shared_lines[0] == "# shared edit, line one"
     assert [slot(other, n).locator("input").input_value() for n in ("M", "N", "threads")] == ["1000", "1000", "128"]
+    kept = other.locator("#pg-kept-draft")  # ... is offered as a download, not lost
+    kept.wait_for(state="visible")
+    assert "Your own softmax draft" in kept.inner_text()
     second.close()
 
 
@@ -447,3 +455,37 @@ def test_a_failed_compile_marks_the_cuda_stale_and_a_failed_sweep_shows_in_its_t
         assert "GPU" in page.inner_text("#pg-sweep-error")
         assert not page.locator("#pg-sweep-table").is_visible()  # and no empty table is drawn
     shot(page, "sweep")
+
+
+def test_the_login_page_lets_keyboard_focus_move_on(browser):
+    """Tab walks user name → password → Login and then off the form; Shift+Tab walks back; a click elsewhere
+    blurs (nothing pulls the focus back to a field)."""
+    if os.environ.get("PLAYGROUND_URL"):
+        pytest.skip("needs a page of its own with a password")
+    from playground.ui import serve
+    demo, _, local = serve("127.0.0.1", free_port(), password="class-password", prevent_thread_lock=True, quiet=True)
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = context.new_page()
+    try:
+        page.goto(local, wait_until="domcontentloaded")
+        page.wait_for_selector("input[type=password]")
+        focused = "() => { const e = document.activeElement; return e.tagName + ':' + (e.type || '') }"
+        page.click("input[type=text]")
+        walk = []
+        for _ in range(4):
+            walk.append(page.evaluate(focused))
+            page.keyboard.press("Tab")
+            time.sleep(0.3)
+        assert walk[:3] == ["INPUT:text", "INPUT:password", "BUTTON:submit"] or walk[:2] == ["INPUT:text",
+                                                                                          "INPUT:password"], walk
+        assert walk[3] not in ("INPUT:text", "INPUT:password"), walk  # off the form, not back into it
+        page.click("input[type=password]")
+        page.keyboard.press("Shift+Tab")
+        assert page.evaluate(focused) == "INPUT:text"
+        page.mouse.click(900, 700)
+        time.sleep(1.0)
+        assert page.evaluate(focused) == "BODY:", "a click outside the form leaves the focus there"
+        shot(page, "login")
+    finally:
+        context.close()
+        demo.close()

@@ -659,6 +659,10 @@ def build_share(page) -> None:
     with gr.Row(elem_id="pg-share-row"):
         page.share_btn = gr.Button("Share", size="sm", scale=0, min_width=90, elem_id="pg-share-btn")
         page.share_link = gr.HTML("", elem_id="pg-share-out")
+    # Opening a share link replaces the draft the browser kept: an edited one is offered here first, so no one's own
+    # code is lost to a classmate's link.
+    page.kept_draft = gr.DownloadButton("Your draft before this link", visible=False, size="sm",
+                                        elem_id="pg-kept-draft")
 
 
 def build_exercise(page) -> None:
@@ -716,6 +720,24 @@ def wire(page, demo) -> None:
         summary = {k: last.get(k) for k in SUMMARY_KEYS} if isinstance(last, dict) else None
         return share_html(share(kernel, source, params, summary, request))
     page.share_btn.click(on_share, page.setup | {page.history}, page.share_link, **light)
+
+    def keep_draft(draft, request: gr.Request):
+        """On a share link's load: the browser's own draft (read as the page loads, before the link's content
+        replaces it), offered as a download when it was edited and differs from what was shared."""
+        share_id = (dict(request.query_params) if request is not None else {}).get("s")
+        if not share_id or not isinstance(draft, dict) or not isinstance(draft.get("source"), str):
+            return gr.update(visible=False)
+        from . import gateway
+        from .layout import download_path
+        kernel = str(draft.get("kernel") or "kernel")
+        shared = classroom().store.get_share(share_id)
+        if gateway.is_original(kernel, draft["source"]) or (shared and shared["source"] == draft["source"]):
+            return gr.update(visible=False)
+        session = getattr(request, "session_hash", None)
+        return gr.update(value=download_path(session, f"{re.sub(r'[^A-Za-z0-9_-]', '', kernel)}-my-draft.py",
+                                             draft["source"]),
+                         visible=True, label=f"Your own {kernel} draft, replaced by this link: download it")
+    demo.load(keep_draft, page.draft, page.kept_draft, **light)
 
     def on_exercise(name):
         ex = classroom().exercises_by_name().get(name or "")
