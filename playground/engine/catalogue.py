@@ -369,9 +369,11 @@ def load_file(name: str, path: Path, entry: str | None = None) -> Kernel:
         return Kernel(name, module, path, path.read_text())
     from .user_kernel import import_user_module, load_user_module
     if name in builtin_names():
-        module, _ = import_user_module(path)
+        module, warning = import_user_module(path)
         if all(hasattr(module, n) for n in REQUIRED) and callable(getattr(module, name, None)):
-            return Kernel(name, module, path, path.read_text())
-        return load_user_module(module, path, entry or name)
+            kernel = Kernel(name, module, path, path.read_text())
+            kernel.import_warning = warning
+            return kernel
+        return load_user_module(module, path, entry or name, warning)
     module, warning = import_user_module(path)
     return load_user_module(module, path, entry or name or None, warning)

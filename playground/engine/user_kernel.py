@@ -737,7 +737,9 @@ def load_user_module(module: ModuleType, path: Path, entry: str | None = None,
     path = Path(path).resolve()
     stem = path.stem
     if entry in (None, stem) and callable(getattr(module, stem, None)) and all(hasattr(module, n) for n in REQUIRED):
-        return Kernel(stem, module, path, path.read_text())
+        kernel = Kernel(stem, module, path, path.read_text())
+        kernel.import_warning = warning
+        return kernel
     entries = find_entries(module, path)
     chosen = choose_entry(entries, entry, path.stem)
     return UserKernel(chosen.name, module, path, path.read_text(), entry=chosen, entries=entries,
