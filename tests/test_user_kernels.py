@@ -159,7 +159,7 @@ BASELINES = {"torch": lambda x, eps: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=T
 CHECK_SHAPES = [dict(M=33)]
 '''
 RMSNORM_WRONG_INDEX = RMSNORM.replace("Y[bx * block_M + i, j] = x[i, j] * scale[i]",
-                                      "Y[bx * block_M + i, j] = x[i, (j + 1) % N] * scale[i]")
+                                      "Y[bx * block_M + i, j] = X[bx * block_M + i, (j + 1) % N] * scale[i]")
 RMSNORM_NO_REFERENCE = RMSNORM.replace("def reference(x, eps):", "def expected(x, eps):")
 
 AUTOTUNED = '''import tilelang
