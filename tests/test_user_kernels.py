@@ -129,7 +129,7 @@ import tilelang
 import tilelang.language as T
 
 
-@tilelang.jit(out_idx=[-1], pass_configs={"tl.disable_tma_lower": True})
+@tilelang.jit(out_idx=[-1], pass_configs={"tl.disable_tma_lower": True}, compile_flags=["-O3"])
 def rms_norm(M, N, block_M: int = 1, threads: int = 128, eps: float = 1e-6):
     dtype = "float32"
 
@@ -326,6 +326,7 @@ def test_dtype_arguments_are_choices_and_a_required_argument_is_named(tmp_path):
         k.resolve({"M": 256, "N": 256, "K": 256})
     assert err.value.stage == "parameters"
     assert all(n in err.value.message for n in ("block_M", "block_N", "block_K"))
+    assert k.describe()["warnings"] == [], "main() under `if __name__ == \"__main__\":` is not run"
     config = k.resolve({**GIVEN["gemm_example"][1], "dtype": "bfloat16"})
     assert config.dtype == "bfloat16" and config.problem["M"] == 256
 
@@ -337,6 +338,7 @@ def test_lazy_jit_keeps_out_idx_and_pass_configs_and_infers_inputs_and_bytes(tmp
     config = k.resolve({"M": 64, "N": 1024})
     func = make_prim_func(k, config)
     assert dict(func.attrs["tilelang_pass_configs"])["tl.disable_tma_lower"], "the decorator's pass_configs"
+    assert list(func.attrs["tilelang_compile_flags"]) == ["-O3"], "and its compile_flags"
     assert k.out_idx == [-1] and k.output_positions(func) == [1]
     assert k.bytes_moved(config) == 2 * 64 * 1024 * 4 and k.flops(config) is None
     assert k.describe()["verified"] is True and k.check_problems({"M": 64, "N": 1024}) == [

@@ -171,13 +171,20 @@ class Kernel:
         return {}
 
     @property
+    def compile_flags(self) -> list[str]:
+        return []
+
+    @property
     def check_shapes(self) -> list[dict]:
         return list(self.module.CHECK_SHAPES)
 
     @property
     def fingerprint(self) -> str:
-        """The text a compile depends on besides the parameters (the compile cache's key)."""
-        return self.source
+        """The text a compile depends on besides the parameters (the compile cache's key): this file and the shipped
+        modules a kernel file may import (flash_attention's Hopper schedules, gemm's main loop for the epilogue), so
+        an edit to one of those is never answered from the cache."""
+        shared = [f"{p.name}\n{p.read_text()}" for p in sorted(KERNELS_DIR.glob("*.py")) if p.resolve() != self.path]
+        return "\n".join([self.source, *shared])
 
     def tune_configs(self) -> list[dict] | None:
         """An explicit list of tile configs to tune over, or None for every combination of SPACE."""

@@ -362,6 +362,9 @@ def make_prim_func(kernel: Kernel, config: Config):
     if kernel.pass_configs:
         func = func.with_attr("tilelang_pass_configs", {**kernel.pass_configs,
                                                         **dict(attrs.get("tilelang_pass_configs") or {})})
+    if kernel.compile_flags:  # @tilelang.jit(compile_flags=[...]): nvcc's flags, as TileLang would pass them
+        func = func.with_attr("tilelang_compile_flags", kernel.compile_flags
+                              + [str(f) for f in attrs.get("tilelang_compile_flags") or []])
     return func
 
 

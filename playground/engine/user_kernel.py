@@ -520,6 +520,11 @@ class UserKernel(Kernel):
         jit = self.entry.jit
         return dict(getattr(jit, "pass_configs", None) or {}) if jit is not None else {}
 
+    @property
+    def compile_flags(self) -> list[str]:
+        flags = getattr(self.entry.jit, "compile_flags", None) if self.entry.jit is not None else None
+        return [flags] if isinstance(flags, str) else list(flags or [])
+
     # -- inputs, outputs and the reference -------------------------------------------------------------------------
     @property
     def has_reference(self) -> bool:
@@ -630,6 +635,7 @@ class UserKernel(Kernel):
             "baselines": list(self.baselines),
             "out_idx": self.out_idx,
             "pass_configs": {k: _plain(v) for k, v in self.pass_configs.items()},
+            "compile_flags": self.compile_flags,
             "verified": self.has_reference,
             "verification_note": self.verification_note,
             "warnings": [self.import_warning] if self.import_warning else [],
