@@ -45,7 +45,8 @@ def engine_fingerprint() -> str:
     global _fingerprint
     if _fingerprint is None:
         h = hashlib.sha256()
-        for path in sorted((ROOT / "playground" / "engine").glob("*.py")):
+        # The engine's code and the shipped kernels' modules (a kernel file may import its neighbours).
+        for path in [*sorted((ROOT / "playground" / "engine").glob("*.py")), *sorted((ROOT / "kernels").glob("*.py"))]:
             h.update(path.name.encode() + path.read_bytes())
         _fingerprint = h.hexdigest()[:16]
     return _fingerprint
