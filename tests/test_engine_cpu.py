@@ -470,3 +470,19 @@ def test_gpu_out_of_memory_is_a_device_error_not_an_internal_one():
     assert err.stage == "device" and "ran out of memory" in err.message and "context is lost" not in err.message
     lost = device_error(RuntimeError("CUDA error: an illegal memory access was encountered"))
     assert "context is lost" in lost.message
+
+
+def test_a_kernels_cache_key_covers_the_shipped_modules_it_imports(tmp_path, monkeypatch):
+    """flash_attention.py takes its Hopper schedules from flash_attention_hopper.py: an edit there must not be
+    answered with a compile cached before it."""
+    from playground.engine import catalogue
+    kernel = catalogue.load("flash_attention")
+    before = kernel.fingerprint
+    assert (ROOT / "kernels" / "flash_attention_hopper.py").read_text() in before
+    copy = tmp_path / "kernels"
+    copy.mkdir()
+    for p in (ROOT / "kernels").glob("*.py"):
+        (copy / p.name).write_text(p.read_text())
+    (copy / "flash_attention_hopper.py").write_text((copy / "flash_attention_hopper.py").read_text() + "\n# edit\n")
+    monkeypatch.setattr(catalogue, "KERNELS_DIR", copy)
+    assert kernel.fingerprint != before
