@@ -81,14 +81,15 @@ def scenario(head_pgid: int) -> dict:
     port = load_test.free_port()
     app = load_test.start_app(port, Path(tempfile.gettempdir()) / f"ray-app-{port}.log")
     try:
-        out["page_health_first"] = load_test.wait_health(port)
+        load_test.wait_health(port)
         from gradio_client import Client
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        client = Client(f"http://127.0.0.1:{port}/", auth=("ray-test", load_test.LOAD_PASSWORD), verbose=False)
         out["page_compile"] = client.predict("vector_add", "", {"block_N": 4096, "threads": 128},
                                              api_name="/compile")
+        out["page_health"] = load_test.health_details(port)  # a logged-in user's /health
         import urllib.request
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as r:
-            out["page_health"] = json.loads(r.read())
+            out["page_health_anonymous"] = json.loads(r.read())
     except Exception as exc:
         out["page_error"] = f"{type(exc).__name__}: {exc}"
     finally:
@@ -252,7 +253,13 @@ def test_the_page_compiles_on_the_cluster(seen):
     result = seen["page_compile"]
     assert result["ok"], result.get("error")
     assert result["ran_on"]["node"] == "127.0.0.1" or result.get("cached")
-    assert seen["page_health"]["ok"]
+
+
+def test_the_pages_health_names_the_backend_and_its_nodes_to_a_logged_in_user_only(seen):
+    details = seen["page_health"]
+    assert details["ok"] and details["backend"] == "ray"
+    assert [n["node"] for n in details["cluster"]["nodes"]] == ["127.0.0.1"]
+    assert seen["page_health_anonymous"] == {"ok": True}
 
 
 def test_a_lost_cluster_gives_a_clear_answer_not_a_hang(seen):

@@ -221,8 +221,10 @@ class _Bridge:
                 where = f"GPU {w.get('gpu')} on {w.get('hostname') or w['node']}"
                 if failure is not None:
                     return error(action, kernel, "device", f"the cluster's GPU workers stopped during this job twice "
-                                 f"({failure}; then {where}: {_first_line(exc)}); try again later")
-                failure = f"{where} stopped mid-job: {_first_line(exc)}"
+                                 f"({failure}; then {where}, {type(exc).__name__}); try again later",
+                                 _first_line(exc))
+                failure = f"{where} stopped mid-job ({type(exc).__name__})"
+                log.warning("%s: %s", failure, _first_line(exc))
                 progress(f"{failure}; trying again on another GPU", 0.0)
                 continue
             if failure is not None:
@@ -354,8 +356,12 @@ class Cluster:
             log.debug("ray bridge: %s", line.rstrip())
 
     def _tail(self) -> str:
+        """The bridge's last words, without Ray's log prefix and past their first sentence."""
         lines = [ln for ln in self.stderr_tail if ln.strip()]
-        return lines[-1] if lines else "no message"
+        if not lines:
+            return "no message"
+        text = re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", lines[-1])
+        return text.split(". ")[0][:300]
 
     def _read(self, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
