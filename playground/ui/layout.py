@@ -155,7 +155,7 @@ class Page:
                                      elem_id="pg-dtype")
             self.arch = gr.Dropdown(self.arch_options, value=AUTO, label="Target arch", scale=1,
                                     min_width=110, elem_id="pg-arch")
-            button = dict(scale=1, min_width=90)
+            button = dict(scale=0, min_width=100)  # the dropdowns take the width left, so their values read whole
             self.compile_btn = gr.Button("Compile", variant="primary", elem_id="pg-compile", **button)
             self.run_btn = gr.Button("Run ▶", variant="primary", elem_id="pg-run", **button)
             self.tune_btn = gr.Button("Autotune", elem_id="pg-tune", **button)
