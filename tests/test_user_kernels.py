@@ -176,6 +176,10 @@ def double(N, block=None, threads=None):
             for i in T.Parallel(block):
                 B[bx * block + i] = A[bx * block + i] * 2.0
     return main
+
+
+def reference(a):
+    return 2 * a
 '''
 
 FIXED = '''import tilelang.language as T
@@ -590,3 +594,13 @@ def test_a_kernel_without_a_reference_is_timed_and_marked_not_verified(tmp_path)
     assert result["verified"] is False and "not verified" in result["verification_note"]
     assert all(v["verified"] is False for v in result["verification"]) and result["timing"]["median_ms"] > 0
     print(f"\nno reference: {result['timing']['median_ms']:.4f} ms, {result['verification_note']}")
+
+
+@pytest.mark.gpu
+def test_tune_measures_the_autotune_configs(tmp_path):
+    code, result = cli_json("tune", str(write(tmp_path, AUTOTUNED)), "--set", "N=1048576", timeout=600)
+    assert code == 0 and result["ok"], result.get("error")
+    tried = [{k: row[k] for k in ("block", "threads")} for row in result["table"]]
+    assert sorted(tried, key=str) == sorted([{"block": 256, "threads": 128}, {"block": 512, "threads": 128},
+                                             {"block": 512, "threads": 256}], key=str)
+    assert all(row["verified"] for row in result["table"]) and result["best"]["tile"] in tried
