@@ -409,6 +409,8 @@ def test_a_cold_compile_shows_its_stages_with_their_times(page, url):
         assert any(stage in t for t in seen), (stage, joined)
     assert any(re.search(r"lowering \d+\.\d s", t) for t in seen), joined  # each stage with the time spent
     assert any(re.search(r"queued[^·]* \d+\.\d s ✓", t) for t in seen), joined
+    # the stage under way counts its seconds while it lasts (nvcc sends no message until it is done)
+    assert len({m.group(1) for t in seen for m in [re.search(r"nvcc (\d+\.\d) s …", t)] if m}) >= 2, joined
     # the same compile again is served from the cache, and says how long the user waited
     page.click("#pg-compile")
     status = wait_idle(page)

@@ -3,6 +3,7 @@ the handlers that wire them to the gateway. Handlers are thin: engine JSON goes 
 highlight/views/charts/history; every engine call goes through `gateway.call` (run_job)."""
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 
@@ -44,15 +45,6 @@ def _session(request: gr.Request | None) -> str:
     return gateway.student_of(request)  # the logged-in student, else the client's address (not the session id)
 
 
-def _progress(progress):
-    def report(what, fraction):
-        try:
-            progress(None if fraction is None else float(fraction), desc=str(what))
-        except Exception:
-            pass
-    return report
-
-
 class StagedProgress:
     """The job's progress messages → the stages met so far, each with the seconds spent in it, shown in the status
     line while the job runs; a ticker redraws it each second so the current stage's time moves during a long nvcc."""
@@ -90,7 +82,9 @@ class StagedProgress:
             while not self.done.wait(1.0):
                 self.show()
         self.show()
-        threading.Thread(target=tick, daemon=True).start()
+        # Gradio finds the event a progress update belongs to through context variables: the ticker runs in a copy
+        # of this handler's context.
+        threading.Thread(target=contextvars.copy_context().run, args=(tick,), daemon=True).start()
         return self
 
     def __exit__(self, *_):
