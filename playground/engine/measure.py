@@ -198,10 +198,12 @@ class Runner:
                 for name in names}
 
 
-def compile_stage(kernel: Kernel, config: Config, options: MeasureOptions) -> tuple[object, dict | None]:
-    """The runnable kernel, and the full compile report if the options ask for one."""
+def compile_stage(kernel: Kernel, config: Config, options: MeasureOptions,
+                  progress: Progress = quiet) -> tuple[object, dict | None]:
+    """The runnable kernel, and the full compile report if the options ask for one (its stages, lowering, nvcc and
+    ptxas, reported in the first 30% of the measurement)."""
     if options.compile_report:
-        built = build(kernel, config, options.arch)
+        built = build(kernel, config, options.arch, progress=lambda what, fraction: progress(what, 0.3 * fraction))
         return built.jit, built.result
     return parallel.build_jit(kernel, config, options.arch), None
 
@@ -247,7 +249,7 @@ def measure(kernel: Kernel, config: Config, options: MeasureOptions, timer, comp
         return Measurement(config, error=compile_error)
     progress("compiling", 0.0)
     try:
-        jit, report = compile_stage(kernel, config, options)
+        jit, report = compile_stage(kernel, config, options, progress)
     except StageError as err:
         return Measurement(config, error=err)
     try:
