@@ -83,6 +83,9 @@ class Job:
         self.stderr_total = 0
         self.stdout_total = 0
         self.overflow: str | None = None  # why the job was stopped by a reader thread
+        self._pss_lock = threading.Lock()
+        self._pss_thread: threading.Thread | None = None
+        self._pss_done: int | None = None  # the last PSS sum measured, not yet looked at
         self.closed = False
         inside = sandbox.inside(self.dir, settings)
         worker = [sys.executable, "-m", "playground.jobs.worker", "--job-dir", inside]
@@ -169,11 +172,48 @@ class Job:
             return []
 
     @staticmethod
-    def memory_bytes(tree: list[psutil.Process]) -> int:
-        """What the job's processes hold together: their proportional set sizes added up. A page shared by k
-        processes counts 1/k in each, so the pages a fork shares copy-on-write with its parent count once (summed
-        RSS counted them once per child: 200 sleeping forks of a 1 GiB worker looked like 200 GiB)."""
-        return sum(_pss_bytes(p) for p in tree)
+    def resident_bytes(tree: list[psutil.Process]) -> int:
+        total = 0
+        for p in tree:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    @staticmethod
+    def proportional_bytes(tree: list[psutil.Process], bound: int) -> int:
+        """Their proportional set sizes added up (stopping once past `bound`). A page shared by k processes counts
+        1/k in each, so the pages a fork shares copy-on-write with its parent count once (summed RSS counted them once
+        per child: 60 sleeping forks of a 1 GiB worker looked like 60 GiB)."""
+        total = 0
+        for p in tree:
+            total += _pss_bytes(p)
+            if total > bound:
+                break
+        return total
+
+    def memory_over(self, tree: list[psutil.Process], bound: int) -> bool:
+        """Do the job's processes hold more than `bound` together, counted as PSS?
+
+        RSS is never less than PSS and costs one number a process, so PSS is asked for only when the RSS sum passes
+        the bound. PSS walks each process's page tables under its memory lock, which a process that keeps forking
+        holds (a fork bomb made one walk take 45 s): it is measured in a thread of its own, and the watch goes on
+        (counting processes, files, time) until the answer is there."""
+        if self.resident_bytes(tree) <= bound:
+            return False
+        with self._pss_lock:
+            done, self._pss_done = self._pss_done, None
+            if done is not None:
+                return done > bound
+            if self._pss_thread is None or not self._pss_thread.is_alive():
+                def measure():
+                    value = self.proportional_bytes(tree, bound)
+                    with self._pss_lock:
+                        self._pss_done = value
+                self._pss_thread = threading.Thread(target=measure, daemon=True, name="job-pss")
+                self._pss_thread.start()
+        return False
 
     def disk_bytes(self) -> int:
         total = 0
@@ -191,7 +231,7 @@ class Job:
         if len(tree) > self.settings.processes // 2:
             return f"it started more than {self.settings.processes // 2} processes"
         memory = self.settings.gpu_memory if self.gpu else self.settings.compile_memory
-        if self.memory_bytes(tree) > memory:
+        if self.memory_over(tree, memory):
             many = f" in {len(tree)} processes" if len(tree) > 8 else ""
             return f"it used more than {_gib(memory)} of memory{many} (counted once where processes share it)"
         if self.disk_bytes() > self.settings.disk:
@@ -235,6 +275,8 @@ class Job:
             now = time.monotonic()
             if now > deadline:
                 self.kill()
+                if self.overflow:  # stopped for a bound already, its processes still exiting: say which bound
+                    break
                 return error(action, kernel, "timeout", f"the {action} job ran past its {timeout:g} s limit and "
                                                          "was stopped (an endless loop, or too large a problem?)",
                              self.log())
