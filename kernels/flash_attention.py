@@ -217,6 +217,23 @@ PRESETS = {
     "2×8×1000×128 causal (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=True),
 }
 
+
+
+def shape_class(dim, causal):
+    return f"head dim {dim}" + (", causal" if causal else "")  # configs differ most by these two
+
+
+def pick_config(dim, causal):
+    """The config when none is set, tuned or preset (playground/engine/config_choice.py)."""
+    if dim <= 64:  # the exps outweigh the GEMMs: the head-dim-64 presets' config (0.96× SDPA at 16×16×2048×64,
+        return dict(_DIM64)  # against 0.87× with the defaults)
+    if dim > 128:  # 128 × 256 key and value tiles, two stages of each, would need 320 KB of shared memory (the
+        return {"block_N": 64}  # GPU has 228): 64-key tiles take 193 KB, without spills
+    # Non-causal query blocks are all the same length, so one block per SM can walk them in a fixed order (1.02×
+    # SDPA at 8×32×4096×128); causal ones are not, and the grid balances them better.
+    return {"persistent": not causal}
+
+
 # Merged over the problem being run (its dim and causal kept): a ragged sequence and an aligned one.
 CHECK_SHAPES = [dict(batch=2, heads=4, seq_len=1000), dict(batch=1, heads=2, seq_len=512)]
 

@@ -187,6 +187,37 @@ PRESETS = {
     "1000×1000×1000 (ragged)": dict(M=1000, N=1000, K=1000),
 }
 
+
+
+def shape_class(M, N, K):
+    """Rows TMA cannot load (below), or enough output tiles of 128 × 256 for half the SMs, or too few (skinny): a
+    config tuned for one says little about the others."""
+    if K % 8 or N % 8:
+        return "rows off 16 bytes"
+    return "large" if -(-M // 128) * -(-N // 256) >= 132 // 2 else "skinny"
+
+
+def pick_config(M, N, K, num_sms=132):
+    """The config for an M × N × K product when none is set, tuned or preset (playground/engine/config_choice.py)."""
+    def tiles(block_M, block_N):
+        return -(-M // block_M) * -(-N // block_N)
+    # TMA needs every row of A (K elements) and of B and C (N elements) to start on a 16-byte boundary (8 fp16 or
+    # bf16 values). The hand-written schedule loads only by TMA, so other sizes (K = 2047) take the T.Pipelined one,
+    # which then copies with cp.async; with 256-wide tiles that copy runs out of registers, 128-wide ones fit.
+    if K % 8 or N % 8:
+        return {"warp_specialized": False, "block_M": 128, "block_N": 128, "threads": 256}
+    # Large outputs keep the shipped 128 × 256 tiles: the most reuse of each operand fetched (1.00-1.03× cuBLAS
+    # from 4096³ to 8192³). A short K (8192 × 8192 × 1024, 1.03×) needs nothing more: the persistent blocks
+    # overlap one tile's start with the last one's end.
+    if tiles(128, 256) >= num_sms // 2:
+        return {"block_M": 128, "block_N": 256, "threads": 256}
+    # Skinny (M or N small): fewer tiles than half the SMs leaves most of the GPU idle; halve the tile's width.
+    if tiles(128, 128) >= num_sms // 2:
+        return {"block_M": 128, "block_N": 128, "threads": 256}
+    # Smaller still: 64-row tiles, one consumer warpgroup (threads = 128) holds a 64-row tile.
+    return {"block_M": 64, "block_N": 128, "threads": 128}
+
+
 # Verification runs on these too, whatever size is being timed: one aligned, one ragged in every dimension.
 CHECK_SHAPES = [dict(M=1024, N=1024, K=1024), dict(M=1000, N=1048, K=1000)]
 

@@ -173,6 +173,32 @@ PRESETS = {
     "333×3000 (ragged)": dict(M=333, N=3000),
 }
 
+
+
+def ctas_per_row(N):
+    # A CTA holds at most 16384 columns in registers (64 fp32 values a thread at 256 threads), so that three CTAs
+    # share an SM and hide each other's reductions: 32768-long rows over 2 CTAs, as the preset measured.
+    return 1 if N <= 16384 else 2 if N <= 32768 else 4
+
+
+def shape_class(N):
+    """Rows over 1, 2 or 4 CTAs: a config tuned for one layout says little about another."""
+    return f"rows over {ctas_per_row(N)} CTA" + ("s" if ctas_per_row(N) > 1 else "")
+
+
+def pick_config(N, dtype):
+    """The config for rows of N when none is set, tuned or preset (playground/engine/config_choice.py)."""
+    vector = 16 // element_size(dtype)  # elements in one 16-byte access
+    return {
+        "cluster": ctas_per_row(N),  # (why: above)
+        # Every thread at least one 16-byte access of the row: 256 threads waste half of a 1024-long fp16 row on
+        # padding (a row is rounded up to threads × 16 bytes), 128 threads none.
+        "threads": 256 if N >= 256 * vector else 128,
+        # A row a block, as measured at N = 4096 (0.90 of copy bandwidth; 4 rows a block gave 0.87).
+        "rows_per_block": 1,
+    }
+
+
 # Verification runs on these too: ragged rows and columns, and the long-row layout on a few rows.
 CHECK_SHAPES = [dict(M=1000, N=1000), dict(M=333, N=3000), dict(M=100, N=32768)]
 

@@ -59,6 +59,17 @@ PRESETS = {
     "1000003 (ragged)": dict(N=1_000_003),
 }
 
+
+
+def pick_config(N, num_sms=132):
+    """The config for N elements when none is set or tuned (playground/engine/config_choice.py)."""
+    if N >= 8192 * 4 * num_sms:  # four blocks of 8192 or more an SM: the defaults (0.90 of copy bandwidth at 2^28)
+        return {"block_N": 8192, "threads": 256}
+    # Fewer: halve the blocks (the same 32 elements a thread), so that twice as many SMs have one to run; at 2^20
+    # 8192-element blocks would leave some SMs without any.
+    return {"block_N": 4096, "threads": 128}
+
+
 # Verification runs on these too: one aligned, one with a ragged last block, one smaller than a single block.
 CHECK_SHAPES = [dict(N=2**20), dict(N=1_000_003), dict(N=1000)]
 

@@ -3,8 +3,9 @@
 Each target of the shipped-kernel issue is a row. A kernel and all its baselines are measured the one way
 (measure.py): verified at the row's problem, then timed together, interleaved, with the same timer (CUDA events, L2
 flushed, median); the copy bandwidth that the memory-bound targets are judged against is measured in the same run.
-The kernels run at their catalogue defaults: what a student starts from. A row that fails to load, compile, verify or
-run carries its error and is never met.
+The kernels run at the config the engine picks for each row's problem when none is set (config_choice.py: the
+preset's, the nearest tuned one, the kernel file's rule), what a student starts from; each row says which
+(`picked_by`). A row that fails to load, compile, verify or run carries its error and is never met.
 """
 from __future__ import annotations
 
@@ -29,19 +30,42 @@ def _fa(seq, dim, causal, batch=8, heads=32):
     return dict(batch=batch, heads=heads, seq_len=seq, dim=dim, causal=causal)
 
 
+def _gemm(M, N, K):
+    return dict(M=M, N=N, K=K)
+
+
+# The GEMM grid: squares, LLM projections (Llama-3-8B's MLP up 4096 → 14336 and down, a 1024-wide KV projection),
+# tall-skinny outputs, and sizes off the 128 grid.
+GEMM_SQUARES = [_gemm(s, s, s) for s in (1024, 2048, 3072, 4096, 6144, 8192)]
+GEMM_LLM = [_gemm(4096, 14336, 4096), _gemm(4096, 4096, 14336), _gemm(8192, 1024, 8192), _gemm(8192, 8192, 1024),
+            _gemm(16384, 4096, 4096), _gemm(2048, 11008, 4096)]
+GEMM_SKINNY = [_gemm(16384, 256, 4096), _gemm(256, 16384, 4096), _gemm(128, 8192, 8192), _gemm(65536, 512, 512)]
+GEMM_OFF_GRID = [_gemm(4000, 4000, 4000), _gemm(5120, 3000, 2047), _gemm(3000, 5000, 1000), _gemm(1000, 1000, 1000)]
+# Softmax rows from 512 to 65536 long, 2^26 elements each (128 MiB in fp16).
+SOFTMAX_ROWS = [dict(M=2**26 // n, N=n) for n in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)]
+# FlashAttention at 32768 query tokens a head group (batch × seq_len), 512 to 16384 tokens long.
+FA_128 = [_fa(s, 128, c, batch=32768 // s) for s in (512, 1024, 2048, 4096, 8192, 16384) for c in (False, True)]
+
 # (kernel, dtype, problem, baseline: a label fragment of one of the kernel's BASELINES or "copy", target ratio)
 TARGETS = [
-    *[("gemm", dt, dict(M=s, N=s, K=s), "matmul", 1.00) for dt in ("float16", "bfloat16") for s in (4096, 8192)],
-    *[("gemm", dt, dict(M=8192, N=8192, K=1024), "matmul", 1.00) for dt in ("float16", "bfloat16")],
-    ("gemm_epilogue", "float16", dict(M=4096, N=4096, K=4096), "a @ b + bias", 1.10),
-    ("gemm_epilogue", "float16", dict(M=4096, N=4096, K=4096), "linear", 1.00),
-    ("gemm_epilogue", "float16", dict(M=8192, N=8192, K=8192), "a @ b + bias", 1.05),
-    ("gemm_epilogue", "float16", dict(M=8192, N=8192, K=8192), "linear", 1.00),
-    *[("softmax", "float16", p, b, t) for p in (dict(M=16384, N=4096), dict(M=4096, N=32768))
-      for b, t in (("copy", 0.90), ("softmax", 1.00))],
-    ("vector_add", "float16", dict(N=2**28), "copy", 0.90),
-    *[("flash_attention", dt, _fa(4096, 128, c), "SDPA", 1.00) for dt in ("float16", "bfloat16") for c in (False, True)],
-    *[("flash_attention", "float16", _fa(8192, 64, c, batch=4), "SDPA", 1.00) for c in (False, True)],
+    *[("gemm", dt, p, "matmul", 1.00) for dt in ("float16", "bfloat16")
+      for p in GEMM_SQUARES + GEMM_LLM + GEMM_SKINNY + GEMM_OFF_GRID],
+    *[("gemm_epilogue", "float16", p, b, t)
+      for p in (_gemm(4096, 4096, 4096), _gemm(8192, 8192, 8192), _gemm(4096, 14336, 4096), _gemm(8192, 1024, 8192))
+      for b, t in (("a @ b + bias", 1.20), ("linear", 1.00))],
+    # memory-bound: 85 % of the copy bandwidth from rows of 1024 up, 1.3× torch everywhere
+    *[("softmax", "float16", p, b, t) for p in SOFTMAX_ROWS
+      for b, t in (("copy", 0.85), ("softmax", 1.30)) if not (b == "copy" and p["N"] < 1024)],
+    *[("softmax", "bfloat16", p, b, t) for p in SOFTMAX_ROWS if p["N"] in (1024, 4096, 32768)
+      for b, t in (("copy", 0.85), ("softmax", 1.30))],
+    *[("vector_add", dt, dict(N=n), "copy", 0.90) for dt in ("float16", "bfloat16") for n in (2**24, 2**28)],
+    *[("vector_add", "float16", dict(N=n), "add", 1.00) for n in (2**20, 2**24)],
+    # SDPA (cuDNN's attention on Hopper): 1.05× at head dim 128, 1.0× at 64 and 256
+    *[("flash_attention", "float16", p, "SDPA", 1.05) for p in FA_128],
+    *[("flash_attention", "bfloat16", p, "SDPA", 1.05) for p in FA_128 if p["seq_len"] in (4096, 16384)],
+    *[("flash_attention", dt, p, "SDPA", 1.00) for dt in ("float16", "bfloat16") for c in (False, True)
+      for p in (_fa(2048, 64, c, batch=16, heads=16), _fa(8192, 64, c, batch=4))],
+    *[("flash_attention", "bfloat16", _fa(4096, 256, c, batch=4, heads=16), "SDPA", 1.00) for c in (False, True)],
 ]
 
 
@@ -67,7 +91,7 @@ def bench_row(m: Measurement, kernel: Kernel | None, dtype: str, problem: dict, 
     baseline = ("device-to-device copy (same run)" if fragment == "copy" else
                 pick_baseline(kernel, fragment) if kernel is not None else fragment)
     row = {"dtype": dtype, "shape": problem_label(problem), "problem": problem, "config": m.config.tile or None,
-           "verified": m.verified,
+           "picked_by": m.config.picked_by, "tuned_for": m.config.tuned_for, "verified": m.verified,
            "rel_error": m.rel_error, "median_ms": None, "p20_ms": None, "p80_ms": None, "tflops": None, "gbps": None,
            "target": target, "baseline": baseline, "baseline_median_ms": None, "ratio": None, "met": False,
            "error": m.error_text}
@@ -134,7 +158,7 @@ def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None,
             else:
                 log(f"{'MET ' if row['met'] else 'MISS'} {name:15} {dtype:8} {row['shape']:24} "
                     f"vs {row['baseline'][:34]:34} ratio {row['ratio']:.3f} (target {target:.2f})  "
-                    f"{row['median_ms']:.4f} ms  {row['tflops']:6.1f} TFLOP/s {row['gbps']:6.0f} GB/s")
+                    f"{row['median_ms']:.4f} ms  {row['tflops']:6.1f} TFLOP/s {row['gbps']:6.0f} GB/s  ({row['picked_by']})")
     return rows
 
 

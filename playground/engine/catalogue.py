@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import inspect
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from . import device
+from . import config_choice, device
 from .errors import StageError
 from .source import import_file, write_source
 
@@ -61,12 +61,35 @@ class Config:
     problem: dict[str, Any]
     dtype: str
     tile: dict[str, Any]
+    # Where the tile came from (config_choice.py): `choice` is the engine's source for what the request left out
+    # ("preset", "table", "rule" or "default"), `tuned_for` what a preset or table config was tuned for ("4096×32768
+    # on NVIDIA H200"), `set_by_user` the names the request set. Not part of what a compile depends on: two Configs
+    # with the same tile are equal whoever picked it.
+    choice: str = field(default="default", compare=False)
+    tuned_for: str | None = field(default=None, compare=False)
+    set_by_user: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def picked_by(self) -> str:
+        """"user" when the request set a tile parameter (a value the user sets always wins), else the engine's."""
+        return "user" if self.set_by_user else self.choice
+
+    def why(self) -> str:
+        """One line for the page: "block_M set by you; the rest tuned for 4096×32768 on NVIDIA H200"."""
+        rest = {"preset": f"tuned for {self.tuned_for}", "table": f"tuned for {self.tuned_for}",
+                "rule": "by the rule in the kernel's file (pick_config)",
+                "default": "the kernel's defaults"}.get(self.choice, self.choice)
+        if not self.set_by_user:
+            return rest
+        return f"{', '.join(self.set_by_user)} set by you; the rest {rest}"
 
     def factory_kwargs(self) -> dict[str, Any]:
         return {**self.problem, "dtype": self.dtype, **self.tile}
 
     def to_json(self) -> dict:
-        return {"problem": dict(self.problem), "dtype": self.dtype, "tile": dict(self.tile)}
+        return {"problem": dict(self.problem), "dtype": self.dtype, "tile": dict(self.tile),
+                "picked_by": self.picked_by, "tuned_for": self.tuned_for, "set_by_user": list(self.set_by_user),
+                "why": self.why()}
 
 
 @dataclass
@@ -236,13 +259,14 @@ class Kernel:
         missing = [n for n in self.problem_names if n not in problem]
         if missing:
             raise StageError("parameters", f"no value for {', '.join(missing)}")
-        # What was asked for, else what was tuned for this size, else the defaults.
-        given = self.tuned_tile(problem) | tile_values
-        tile = {n: given[n] if n in given else self.defaults[n] for n in self.tile_names}
+        # What was asked for, else what config_choice picks for this problem on this GPU model: the preset's tuned
+        # config, the nearest tuned one of the same shape class, the kernel file's rule, or the defaults.
+        choice = config_choice.choose(self, problem, dtype)
+        tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
         for name, allowed in self.options.items():
             if name in tile and tile[name] not in allowed:
                 raise StageError("parameters", f"{name} must be one of {allowed}, not {tile[name]!r}")
-        return Config(problem, dtype, tile)
+        return Config(problem, dtype, tile, choice.picked_by, choice.tuned_for, tuple(tile_values))
 
     def check_problems(self, problem: dict) -> list[dict]:
         """The problems verification runs on: each CHECK_SHAPES entry merged over `problem`, then `problem` itself."""

@@ -88,6 +88,27 @@ def tune(kernel: Kernel, config: Config, arch: str | None = None, max_configs: i
         return TuneResult(kernel.name, config, rows, None, measurer.device_info())
     best, best_row = min(timed, key=lambda mr: mr[0].times["kernel"]["median_ms"])
     best_tile = {k: best.config.tile[k] for k in kernel.space if k in best.config.tile}
+    info = measurer.device_info()
     return TuneResult(kernel.name, config, rows,
                       {"tile": best_tile, "median_ms": best_row["median_ms"], "tflops": best_row["tflops"],
-                       "gbps": best_row["gbps"]}, measurer.device_info())
+                       "gbps": best_row["gbps"],
+                       "stored": store_best(kernel, config, best_tile, best_row["median_ms"], info)}, info)
+
+
+def store_best(kernel: Kernel, config: Config, tile: dict, median_ms: float, info: dict | None) -> dict:
+    """Keep a shipped kernel's best verified tile (the SPACE values searched) in the user's table of tuned configs,
+    so that the next request for this problem, or the nearest one of its shape class, on this GPU model starts from
+    it (config_choice.py). An edited copy or a kernel of one's own is not stored: its code is not the kernel the
+    table's configs are for. Says where it went, or why it was not stored."""
+    from . import config_choice
+    from .catalogue import builtin_names, builtin_path
+    if kernel.name not in builtin_names() or kernel.path != builtin_path(kernel.name).resolve():
+        return {"ok": False, "why": "only the shipped kernels' tuning runs are kept"}
+    gpu = (info or {}).get("name") or config_choice.gpu_model()
+    # What was searched (SPACE): not an OPTION such as the epilogue's activation, a choice of what to compute.
+    try:
+        path = config_choice.remember(kernel.name, dict(config.problem), config.dtype, tile, gpu, median_ms)
+    except OSError as exc:
+        return {"ok": False, "why": f"the table of tuned configs cannot be written: {exc}"}
+    return {"ok": True, "path": str(path), "gpu": gpu,
+            "tuned_for": f"{config_choice.label(config.problem)} on {gpu}"}

@@ -1,0 +1,210 @@
+"""The config the engine picks for a problem it is not told a config for (playground/engine/config_choice.py):
+the preset's tuned config at a preset's size, else the nearest tuned config of the same shape class on this GPU
+model (the user's tuning runs, the table in kernels/tuned/), else the kernel file's rule, else the defaults; a value
+the user sets always wins, and every result says which it was (`picked_by`)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from playground import settings
+from playground.engine import catalogue, config_choice
+from playground.engine.tune import store_best
+
+KERNELS = ["vector_add", "gemm", "gemm_epilogue", "softmax", "flash_attention"]
+
+
+@pytest.fixture
+def own_data(tmp_path, monkeypatch):
+    """A data folder of this test's own: an empty table of the user's tuning runs."""
+    monkeypatch.setattr(settings, "_current", settings.current().replace(data_dir=tmp_path))
+    return tmp_path
+
+
+def factory_tile(kernel):
+    return {n: kernel.defaults[n] for n in kernel.tile_names}
+
+
+# -- off the presets: the rule or the table, never a fixed value --------------------------------------------------
+@pytest.mark.parametrize("name, problem, expected", [
+    # short fp16 rows: 128 threads, so that no thread holds only padding
+    ("softmax", dict(M=32768, N=1024), {"threads": 128, "cluster": 1}),
+    # rows of 65536: over 4 CTAs, 16384 columns each
+    ("softmax", dict(M=4096, N=65536), {"cluster": 4}),
+    # head dim 256: 64-key tiles, so that two stages fit in shared memory
+    ("flash_attention", dict(batch=4, heads=16, seq_len=4096, dim=256, causal=False), {"block_N": 64}),
+    # a skinny output: tiles small enough for more SMs to have one
+    ("gemm", dict(M=256, N=4096, K=4096), {"block_M": 64, "block_N": 128, "threads": 128}),
+    ("gemm_epilogue", dict(M=4000, N=256, K=2048), {"block_N": 128}),
+    # K = 2047: rows of A off the 16 bytes TMA needs, so the T.Pipelined schedule, 128-wide tiles
+    ("gemm", dict(M=5120, N=3000, K=2047), {"warp_specialized": False, "block_N": 128}),
+    # 3 million elements: blocks of 4096 so that every SM has a few
+    ("vector_add", dict(N=3_000_000), {"block_N": 4096}),
+])
+def test_the_default_off_the_presets_comes_from_the_kernel_files_rule(own_data, name, problem, expected):
+    kernel = catalogue.load(name)
+    assert problem not in kernel.presets.values()
+    config = kernel.resolve(problem)
+    assert config.picked_by == "rule" and config.to_json()["picked_by"] == "rule"
+    assert {k: config.tile[k] for k in expected} == expected
+    assert {k: config.tile[k] for k in expected} != {k: factory_tile(kernel)[k] for k in expected}
+
+
+def test_the_rule_follows_the_problem_not_one_fixed_config(own_data):
+    softmax = catalogue.load("softmax")
+    tiles = {n: softmax.resolve(dict(M=4096, N=n)).tile for n in (512, 1024, 4096, 16384, 32768, 65536)}
+    assert len({json.dumps(t, sort_keys=True) for t in tiles.values()}) >= 3
+    assert [tiles[n]["cluster"] for n in (4096, 16384, 32768, 65536)] == [1, 1, 2, 4]
+
+
+def test_head_dim_64_off_its_presets_gets_the_head_dim_64_config(own_data):
+    """16×16×2048×64 is no preset: it gets the head-dim-64 config (three warpgroups taking turns), from the table
+    shipped for the H200 (tuned at 4×32×8192×64) or the rule, never the head-dim-128 defaults."""
+    fa = catalogue.load("flash_attention")
+    config = fa.resolve(dict(batch=16, heads=16, seq_len=2048, dim=64, causal=False))
+    assert config.picked_by in ("table", "rule")
+    assert config.tile["block_M"] == 192 and config.tile["threads"] == 384 and config.tile["pingpong"] is True
+    assert config.tile != factory_tile(fa)
+
+
+# -- the presets keep their tuned configs -------------------------------------------------------------------------
+@pytest.mark.parametrize("name", KERNELS)
+def test_every_preset_with_a_tuned_config_still_gets_it(own_data, name):
+    kernel = catalogue.load(name)
+    for label, tuned in kernel.tuned.items():
+        config = kernel.resolve({"preset": label})
+        assert config.picked_by == "preset", label
+        assert {k: config.tile[k] for k in tuned} == tuned, label
+        # what the preset does not tune is as before: the factory's defaults (the rule agrees there)
+        assert {k: v for k, v in config.tile.items() if k not in tuned} == \
+               {k: v for k, v in factory_tile(kernel).items() if k not in tuned}, label
+
+
+def test_the_shipped_table_agrees_with_the_presets_it_was_built_from():
+    table = json.loads((ROOT / "kernels" / "tuned" / "h200.json").read_text())
+    assert table["gpu"] == config_choice.REFERENCE_GPU
+    assert config_choice.table_file_name(table["gpu"]) == "h200.json"
+    for entry in table["entries"]:
+        kernel = catalogue.load(entry["kernel"])
+        tuned = kernel.tuned[entry["preset"]]
+        assert kernel.presets[entry["preset"]] == entry["problem"]
+        assert {k: entry["tile"][k] for k in tuned} == tuned, entry["preset"]
+        assert set(entry["tile"]) <= set(kernel.tile_names)
+
+
+def test_a_tuned_config_is_not_reused_across_shape_classes(own_data):
+    """The table's long-row softmax config (a row over 2 CTAs) is not the config of short rows."""
+    softmax = catalogue.load("softmax")
+    assert softmax.resolve(dict(M=8192, N=32000)).picked_by == "table"
+    short = softmax.resolve(dict(M=8192, N=8192))
+    assert short.picked_by == "rule" and short.tile["cluster"] == 1
+
+
+# -- the user's own tuning runs -----------------------------------------------------------------------------------
+def test_a_stored_tuning_run_is_reused_for_a_nearby_shape_and_reported(own_data):
+    gemm = catalogue.load("gemm")
+    gpu = config_choice.gpu_model()
+    tuned = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 256, "swizzle_panel": 16}
+    config_choice.remember("gemm", dict(M=4096, N=4096, K=4096), "float16", tuned, gpu, 1.0)
+    config = gemm.resolve(dict(M=4000, N=4096, K=4200, dtype="bfloat16"))
+    assert config.picked_by == "table"
+    assert config.tuned_for == f"4096×4096×4096 on {gpu}"
+    assert {k: config.tile[k] for k in tuned} == tuned
+    out = config.to_json()
+    assert out["picked_by"] == "table" and "tuned for 4096×4096×4096" in out["why"]
+    # far away (and skinny: another shape class), the rule decides
+    assert gemm.resolve(dict(M=256, N=4096, K=4096)).picked_by == "rule"
+    assert gemm.resolve(dict(M=32768, N=32768, K=32768)).picked_by == "rule"
+
+
+def test_the_nearest_tuned_shape_is_nearest_in_log_distance(own_data):
+    """4600 is nearer 8192 than 2048 by ratio (1.8× against 2.2×), though not by difference."""
+    gpu = config_choice.gpu_model()
+    small_tile = {"block_K": 32, "num_stages": 2}
+    large_tile = {"block_K": 64, "num_stages": 4}
+    config_choice.remember("gemm", dict(M=2048, N=2048, K=2048), "float16", small_tile, gpu)
+    config_choice.remember("gemm", dict(M=8192, N=8192, K=8192), "float16", large_tile, gpu)
+    gemm = catalogue.load("gemm")
+    assert gemm.resolve(dict(M=4600, N=4600, K=4600)).tuned_for == f"8192×8192×8192 on {gpu}"
+    assert gemm.resolve(dict(M=4000, N=4000, K=4000)).tuned_for == f"2048×2048×2048 on {gpu}"
+
+
+def test_a_tuning_run_on_another_gpu_model_is_not_reused(own_data):
+    config_choice.remember("gemm", dict(M=4096, N=4096, K=4096), "float16", {"num_stages": 2}, "NVIDIA A100-SXM4-80GB")
+    assert catalogue.load("gemm").resolve(dict(M=4000, N=4096, K=4096)).picked_by == "rule"
+
+
+def test_the_users_run_at_a_presets_own_size_beats_the_preset(own_data):
+    gpu = config_choice.gpu_model()
+    softmax = catalogue.load("softmax")
+    problem = softmax.presets["4096×32768 (long rows)"]
+    config_choice.remember("softmax", problem, "float16", {"rows_per_block": 2, "num_stages": 3, "threads": 512}, gpu)
+    config = softmax.resolve({"preset": "4096×32768 (long rows)"})
+    assert config.picked_by == "table" and config.tile["threads"] == 512
+    assert config.tile["cluster"] == 2  # not searched: from the rule and the preset's class
+
+
+def test_tune_stores_a_shipped_kernels_best_and_not_an_edited_copys(own_data, tmp_path):
+    gemm = catalogue.load("gemm")
+    config = gemm.resolve(dict(M=3000, N=3000, K=3000))
+    best = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 256, "swizzle_panel": 0}
+    stored = store_best(gemm, config, best, 0.5, {"name": "NVIDIA H200"})
+    assert stored["ok"] and stored["tuned_for"] == "3000×3000×3000 on NVIDIA H200"
+    entries = json.loads((own_data / config_choice.USER_TABLE).read_text())["entries"]
+    assert [(e["kernel"], e["problem"], e["tile"], e["gpu"]) for e in entries] == \
+           [("gemm", dict(M=3000, N=3000, K=3000), best, "NVIDIA H200")]
+    # the same problem tuned again replaces its entry
+    store_best(gemm, config, {**best, "num_stages": 3}, 0.4, {"name": "NVIDIA H200"})
+    entries = json.loads((own_data / config_choice.USER_TABLE).read_text())["entries"]
+    assert len(entries) == 1 and entries[0]["tile"]["num_stages"] == 3
+    edited = catalogue.load("gemm", (ROOT / "kernels" / "gemm.py").read_text() + "\n# mine\n", tmp_path / "src")
+    assert not store_best(edited, config, best, 0.5, {"name": "NVIDIA H200"})["ok"]
+
+
+def test_an_unreadable_table_of_tuning_runs_is_ignored(own_data):
+    (own_data / config_choice.USER_TABLE).write_text("{not json")
+    assert catalogue.load("vector_add").resolve(dict(N=2**20)).picked_by == "rule"
+
+
+# -- the user's value wins ----------------------------------------------------------------------------------------
+def test_a_value_the_user_sets_always_wins(own_data):
+    gpu = config_choice.gpu_model()
+    config_choice.remember("gemm", dict(M=4096, N=4096, K=4096), "float16", {"block_K": 32}, gpu)
+    gemm = catalogue.load("gemm")
+    config = gemm.resolve(dict(M=4000, N=4096, K=4096, block_K="64", num_stages="2"))
+    assert config.tile["block_K"] == 64 and config.tile["num_stages"] == 2
+    assert config.picked_by == "user" and config.set_by_user == ("block_K", "num_stages")
+    assert config.why() == f"block_K, num_stages set by you; the rest tuned for 4096×4096×4096 on {gpu}"
+    fa = catalogue.load("flash_attention")
+    config = fa.resolve({"preset": "4×32×8192×64", "block_M": "128", "threads": "256", "pingpong": "false"})
+    assert (config.tile["block_M"], config.tile["threads"], config.tile["pingpong"]) == (128, 256, False)
+    assert config.picked_by == "user"
+
+
+# -- every result says how its config was picked ------------------------------------------------------------------
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "playground", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **(env or {})})
+
+
+def test_picked_by_is_in_the_result_json_of_compile(tmp_path):
+    data = tmp_path / "data"
+    out = cli("compile", "vector_add", "--set", "N=3000000", "--arch", "sm_90a", "--json",
+              env={"PLAYGROUND_DATA": str(data)})
+    result = json.loads(out.stdout)
+    assert out.returncode == 0 and result["ok"], out.stderr[-2000:]
+    assert result["config"]["picked_by"] == "rule" and result["config"]["tile"]["block_N"] == 4096
+    # a tuning run stored for 2^22 on this GPU model: the same request now starts from it, and says so
+    config_choice.remember("vector_add", dict(N=2**22), "float16", {"block_N": 16384, "threads": 512},
+                           config_choice.gpu_model(), path=data / config_choice.USER_TABLE)
+    out = cli("compile", "vector_add", "--set", "N=3000000", "--arch", "sm_90a", "--json",
+              env={"PLAYGROUND_DATA": str(data)})
+    result = json.loads(out.stdout)
+    assert out.returncode == 0 and result["ok"], out.stderr[-2000:]
+    assert result["config"]["picked_by"] == "table"
+    assert result["config"]["tuned_for"] == f"4194304 on {config_choice.gpu_model()}"
+    assert result["config"]["tile"] == {"block_N": 16384, "threads": 512}
+    assert "16384" in result["cuda"]  # the CUDA is the stored config's
