@@ -31,9 +31,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
-    """Tests compile into their own cache folders, so a stale cache can neither hide nor cause a failure."""
+    """Tests compile into their own cache folders, so a stale cache can neither hide nor cause a failure; and keep
+    their data (a tuning run's best config, the class's database) in a folder of their own, not in ./data."""
     if "PLAYGROUND_CACHE_DIR" not in os.environ:
         os.environ["PLAYGROUND_CACHE_DIR"] = str(tmp_path_factory.mktemp("playground-cache"))
+    if "PLAYGROUND_DATA" not in os.environ:
+        os.environ["PLAYGROUND_DATA"] = str(tmp_path_factory.mktemp("playground-data"))
     yield
 
 
