@@ -116,6 +116,7 @@ def resources_html(result: dict | None) -> str:
     meta = []
     if result.get("arch"):
         meta.append(f"target {esc(result['arch'])}")
+    meta += [f"tile config: {esc(why)}"] if (why := (result.get("config") or {}).get("why")) else []  # picked_by
     if result.get("compile_seconds") is not None:
         meta.append(f"from the cache (first compiled in {result['compile_seconds']:.2f} s)" if result.get("cached")
                     else f"compiled in {result['compile_seconds']:.2f} s")
