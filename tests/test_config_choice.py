@@ -208,3 +208,20 @@ def test_picked_by_is_in_the_result_json_of_compile(tmp_path):
     assert result["config"]["tuned_for"] == f"4194304 on {config_choice.gpu_model()}"
     assert result["config"]["tile"] == {"block_N": 16384, "threads": 512}
     assert "16384" in result["cuda"]  # the CUDA is the stored config's
+
+
+def test_a_kernel_of_ones_own_has_no_rule_its_defaults_are_picked_by_default(tmp_path):
+    source = '''import tilelang.language as T
+
+def add_one(N=1024, dtype="float16", block_N=256):
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), threads=128) as bx:
+            for i in T.Parallel(block_N):
+                B[bx * block_N + i] = A[bx * block_N + i] + 1
+    return main
+'''
+    kernel = catalogue.load("", source, tmp_path)
+    assert kernel.resolve({}).to_json()["picked_by"] == "default"
+    mine = kernel.resolve({"block_N": "128"})
+    assert mine.picked_by == "user" and mine.tile["block_N"] == 128 and mine.set_by_user == ("block_N",)

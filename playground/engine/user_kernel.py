@@ -471,7 +471,8 @@ class UserKernel(Kernel):
         for name, allowed in self.options.items():
             if name in tile and tile[name] not in allowed and str(tile[name]) not in map(str, allowed):
                 raise StageError("parameters", f"{name} must be one of {allowed}, not {tile[name]!r}")
-        return Config(problem, dtype, tile)
+        # No rule and no table for a kernel of one's own: picked_by "default", or "user" where the request set a value
+        return Config(problem, dtype, tile, set_by_user=tuple(n for n in given if n in self.tile_names))
 
     def call_kwargs(self, config: Config) -> dict[str, Any]:
         by_name = self._params_by_name
