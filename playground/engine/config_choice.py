@@ -49,16 +49,21 @@ class Choice:
 
 
 # -- the GPU model ------------------------------------------------------------------------------------------------
-def gpu_model() -> str:
-    """The name of the first GPU this process can see (NVML, no CUDA context), else REFERENCE_GPU."""
+def visible_gpu() -> str | None:
+    """The name of the first GPU this process can see (NVML, no CUDA context), or None."""
     from ..settings import current
     if current().no_gpu:
-        return REFERENCE_GPU
+        return None
     from . import gpus
     try:
-        return gpus.first_gpu_name() or REFERENCE_GPU
+        return gpus.first_gpu_name()
     except Exception:  # no driver, no NVML: a compile-only machine
-        return REFERENCE_GPU
+        return None
+
+
+def gpu_model() -> str:
+    """The GPU model whose tuned configs apply here: the GPU present, else REFERENCE_GPU."""
+    return visible_gpu() or REFERENCE_GPU
 
 
 def table_file_name(gpu: str) -> str:

@@ -104,7 +104,8 @@ def store_best(kernel: Kernel, config: Config, tile: dict, median_ms: float, inf
     from .catalogue import builtin_names, builtin_path
     if kernel.name not in builtin_names() or kernel.path != builtin_path(kernel.name).resolve():
         return {"ok": False, "why": "only the shipped kernels' tuning runs are kept"}
-    gpu = (info or {}).get("name") or config_choice.gpu_model()
+    # named as the lookups name it (NVML), so that the next request on this GPU finds it
+    gpu = config_choice.visible_gpu() or (info or {}).get("name") or config_choice.gpu_model()
     # What was searched (SPACE): not an OPTION such as the epilogue's activation, a choice of what to compute.
     try:
         path = config_choice.remember(kernel.name, dict(config.problem), config.dtype, tile, gpu, median_ms)
