@@ -179,6 +179,8 @@ def test_a_value_the_user_sets_always_wins(own_data):
     assert config.tile["block_K"] == 64 and config.tile["num_stages"] == 2
     assert config.picked_by == "user" and config.set_by_user == ("block_K", "num_stages")
     assert config.why() == f"block_K, num_stages set by you; the rest tuned for 4096×4096×4096 on {gpu}"
+    every = gemm.resolve({"M": 4000, "N": 4096, "K": 4096, **{n: str(v) for n, v in factory_tile(gemm).items()}})
+    assert every.picked_by == "user" and every.why() == "set by you" and every.tile == factory_tile(gemm)
     fa = catalogue.load("flash_attention")
     config = fa.resolve({"preset": "4×32×8192×64", "block_M": "128", "threads": "256", "pingpong": "false"})
     assert (config.tile["block_M"], config.tile["threads"], config.tile["pingpong"]) == (128, 256, False)

@@ -84,6 +84,8 @@ class Config:
                 "default": "the kernel's defaults"}.get(self.choice, self.choice)
         if not self.set_by_user:
             return rest
+        if self.choice == "user":  # every tile parameter set by the request
+            return "set by you"
         return f"{', '.join(self.set_by_user)} set by you; the rest {rest}"
 
     def factory_kwargs(self) -> dict[str, Any]:
@@ -264,7 +266,9 @@ class Kernel:
             raise StageError("parameters", f"no value for {', '.join(missing)}")
         # What was asked for, else what config_choice picks for this problem on this GPU model: the preset's tuned
         # config, the nearest tuned one of the same shape class, the kernel file's rule, or the defaults.
-        choice = config_choice.choose(self, problem, dtype)
+        # (Only when the request leaves something out: the defaults ask the GPU present for its SM count.)
+        choice = (config_choice.choose(self, problem, dtype) if set(self.tile_names) - set(tile_values) else
+                  config_choice.Choice({}, "user"))
         tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
         for name, allowed in self.options.items():
             if name in tile and tile[name] not in allowed:
