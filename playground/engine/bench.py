@@ -158,7 +158,8 @@ def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None,
             else:
                 log(f"{'MET ' if row['met'] else 'MISS'} {name:15} {dtype:8} {row['shape']:24} "
                     f"vs {row['baseline'][:34]:34} ratio {row['ratio']:.3f} (target {target:.2f})  "
-                    f"{row['median_ms']:.4f} ms  {row['tflops']:6.1f} TFLOP/s {row['gbps']:6.0f} GB/s  ({row['picked_by']})")
+                    f"{row['median_ms']:.4f} ms  {row['tflops']:6.1f} TFLOP/s {row['gbps']:6.0f} GB/s  "
+                    f"(config: {row['picked_by']})")
     return rows
 
 

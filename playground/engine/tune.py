@@ -111,5 +111,5 @@ def store_best(kernel: Kernel, config: Config, tile: dict, median_ms: float, inf
         path = config_choice.remember(kernel.name, dict(config.problem), config.dtype, tile, gpu, median_ms)
     except OSError as exc:
         return {"ok": False, "why": f"the table of tuned configs cannot be written: {exc}"}
-    return {"ok": True, "path": str(path), "gpu": gpu,
+    return {"ok": True, "path": str(path.resolve()), "gpu": gpu,
             "tuned_for": f"{config_choice.label(config.problem)} on {gpu}"}
