@@ -12,6 +12,9 @@ over the next one's:
     "rule"     the kernel file's `pick_config(problem, dtype)`: a few lines, each saying why
     "default"  the factory's defaults
 
+(A user's own tuning run at exactly a preset's size beats the preset's config: it was measured on this GPU.) The
+user's runs are kept in `tuned-configs.json` in the data folder (settings.data_dir).
+
 Nearest: the distance between two problems is the Euclidean distance of their sizes in log2 (so 2048 is as far from
 4096 as 4096 from 8192), taken only between problems of the same shape class (the kernel file's
 `shape_class(problem, dtype)`: long rows or short, head dim 64 or 128, causal or not; else the problem's switches).
