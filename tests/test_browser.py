@@ -491,3 +491,51 @@ def test_the_login_page_lets_keyboard_focus_move_on(browser):
     finally:
         context.close()
         demo.close()
+
+
+def test_a_new_kernel_from_the_template_compiles_and_shows_its_cuda(page, url):
+    """"New kernel" puts the template in the editor with controls read from its arguments (not the shipped kernel's
+    shown before); an argument renamed in the source is the control the next compile sends; the CUDA shows; the
+    text survives a reload and a switch to a shipped kernel and back."""
+    open_page(page, url, "?kernel=vector_add")
+    page.click("#pg-new")
+    status = wait_idle(page)
+    assert "New kernel from the template" in status, status
+    assert "def gemm_relu" in editor_text(page)
+    assert page.locator("#pg-kernel input").input_value() == "✎ my kernel"
+    labels = slot_labels(page)
+    assert {"M", "N", "K", "block_M", "num_stages"} <= set(labels), labels
+    assert not toasts(page), toasts(page)
+    for name in ("M", "N", "K"):
+        type_value(page, slot(page, name), "256")
+
+    # rename an argument in the source: the compile reads the parameters again and sends the new name
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+a")
+    source = (ROOT / "playground" / "ui" / "templates" / "new_kernel.py").read_text()
+    page.keyboard.insert_text(source.replace("num_stages: int", "stages: int").replace("num_stages=num_stages",
+                                                                                        "num_stages=stages"))
+    time.sleep(1.0)
+    page.click("#pg-compile")
+    status = wait_idle(page, timeout=400)
+    assert "compiled gemm_relu" in status, status
+    labels = slot_labels(page)
+    assert "stages" in labels and "num_stages" not in labels, labels
+    assert slot(page, "M").locator("input").input_value() == "256", "a value the user set is kept"
+    page.wait_for_selector("#pg-cuda .pg-line")
+    cuda = page.inner_text("#pg-cuda")
+    assert "__global__" in cuda, cuda[:500]
+    assert "Registers" in page.inner_text("#pg-resources")
+    shot(page, "new_kernel")
+
+    open_page(page, url)
+    assert "your own kernel" in page.inner_text("#pg-status")
+    assert "stages: int = 2" in editor_text(page) and "stages" in slot_labels(page)
+    assert slot(page, "M").locator("input").input_value() == "256", "the draft keeps the values too"
+    choose(page, page.locator("#pg-kernel"), "softmax")
+    page.wait_for_function("() => document.querySelector('#pg-editor .cm-content').innerText.includes('Row softmax')")
+    wait_idle(page)
+    choose(page, page.locator("#pg-kernel"), "✎ my kernel")
+    page.wait_for_function("() => document.querySelector('#pg-editor .cm-content').innerText.includes('stages: int')")
+    wait_idle(page)
+    assert "stages" in slot_labels(page)

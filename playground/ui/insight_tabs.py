@@ -56,8 +56,9 @@ def _engine_concurrency(page) -> int | None:
 
 def wire(page) -> None:
     """The three buttons (call at the end of Page.wire)."""
+    from .own_kernel import outputs as own_kernel_outputs  # a kernel of one's own: its controls read again first
     common = {page.status, page.error_box, page.log_acc, page.log, page.error_line, page.draft, page.share,
-              page.py_dl}
+              page.py_dl, *own_kernel_outputs(page)}
     engine_kw = dict(concurrency_limit=_engine_concurrency(page), concurrency_id="engine", show_progress="full",
                      show_progress_on=[page.status], api_visibility="private")
 

@@ -12,6 +12,7 @@ import gradio as gr
 from . import api, charts, controls as ctl, downloads, gateway, history as hist, views
 from . import insight_tabs  # the Lowering and Profile tabs, the roofline (issue 21)
 from . import classroom  # share links, the exercise beside the editor, the board, the teacher's view (issue 19)
+from . import own_kernel  # "New kernel": a kernel of one's own, its controls read from its source (issue 18)
 from ..settings import Settings, current as current_settings
 from .highlight import code_html, source_line_choices
 from .styles import SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
@@ -123,6 +124,7 @@ class Page:
                         'against PyTorch.</div>')
             self.banner = gr.HTML("", elem_id="pg-banner")
             self.build_toolbar(first)
+            own_kernel.build(self)
             self.status = gr.HTML(views.status_html("", None), elem_id="pg-status")
             with gr.Row(equal_height=False, elem_id="pg-panes"):
                 with gr.Column(scale=1, min_width=300, elem_id="pg-left"):
@@ -140,7 +142,8 @@ class Page:
 
     def build_toolbar(self, first: ctl.Controls) -> None:
         with gr.Row(elem_id="pg-toolbar", equal_height=True):
-            self.kernel = gr.Dropdown(self.names, value=self.default_kernel, label="Kernel", scale=2,
+            self.kernel = gr.Dropdown([(n, n) for n in self.names] + [(own_kernel.OWN_LABEL, own_kernel.OWN)],
+                                      value=self.default_kernel, label="Kernel", scale=2,
                                       min_width=140, elem_id="pg-kernel", interactive=True)
             self.preset = gr.Dropdown(list(first.presets) + [ctl.CUSTOM],
                                       value=ctl.preset_for(first, first.defaults()), label="Problem size",
@@ -247,9 +250,11 @@ class Page:
     # -- shared pieces of handlers ------------------------------------------------------------------------------
     @property
     def setup(self) -> set:
-        return {self.kernel, self.editor, self.dtype, self.arch, *self.p_slots, *self.t_slots}
+        return {self.kernel, self.editor, self.dtype, self.arch, *self.p_slots, *self.t_slots, self.own, self.entry}
 
     def read(self, data: dict):
+        if own_kernel.is_own(self, data):
+            return own_kernel.read(self, data)
         kernel = data[self.kernel] if data[self.kernel] in self.names else self.default_kernel
         c = ctl.controls_for(gateway.describe(kernel))
         values = ctl.values_from_slots(c, [data[s] for s in self.p_slots], [data[s] for s in self.t_slots])
@@ -381,6 +386,8 @@ class Page:
         notes = [share_note] if share_note else []
         if query.get("kernel") and not kernel:
             notes.append(f"no kernel named {query['kernel']!r}")
+        if kernel is None and draft and draft.get("kernel") == own_kernel.OWN and not notes:
+            return own_kernel.on_load(self, draft, data, request)
         if kernel is None:
             kernel = draft["kernel"] if draft and draft.get("kernel") in self.names else self.default_kernel
         c = ctl.controls_for(gateway.describe(kernel))
@@ -416,16 +423,24 @@ class Page:
     def on_kernel(self, data: dict, request: gr.Request):
         """One event for a kernel switch: it reads only the kernel and the target, and sets every control of the
         new kernel (choices and value together), so nothing of the kernel before is checked against it."""
+        if own_kernel.is_own(self, data):
+            return own_kernel.on_select(self, data, request)
         kernel = data[self.kernel] if data[self.kernel] in self.names else self.default_kernel
         c = ctl.controls_for(gateway.describe(kernel))
         values = c.defaults()
         dtype = values.pop("dtype")
         arch = None if data[self.arch] in (None, "", AUTO) else data[self.arch]
-        return self.fresh_kernel_outputs(kernel, gateway.original_source(kernel), c, values, dtype, arch,
-                                         _session(request), views.status_html("", None))
+        out = self.fresh_kernel_outputs(kernel, gateway.original_source(kernel), c, values, dtype, arch,
+                                        _session(request), views.status_html("", None))
+        out.update(own_kernel.leave(self, data))  # one's own kernel's text kept, its controls gone
+        return out
 
     def on_reset(self, data: dict, request: gr.Request):
         out = self.on_kernel(data, request)
+        if own_kernel.is_own(self, data):  # no original of one's own kernel: its text stays, its controls reset
+            out[self.status] = ('<div class="pg-status idle">Reset the parameters to your source\'s defaults; '
+                                'your text is kept.</div>')
+            return out
         out[self.status] = (f'<div class="pg-status idle">Reset {views.esc(data[self.kernel])} to the original '
                             'source and parameters.</div>')
         return out
@@ -450,6 +465,8 @@ class Page:
 
     def engine_action(self, action: str, data: dict, request: gr.Request, progress: gr.Progress,
                       options: dict | None = None) -> tuple[dict, dict]:
+        if own_kernel.is_own(self, data):
+            return own_kernel.engine_action(self, action, data, request, progress, options)
         kernel, source, c, values, dtype, arch = self.read(data)
         started = time.monotonic()
         with StagedProgress(progress, action) as staged:
@@ -493,6 +510,8 @@ class Page:
 
     def marks_after(self, data: dict, result: dict) -> dict:
         """The parameters' note and marks after an action: a resource error beside the controls it names."""
+        if own_kernel.is_own(self, data):  # its controls may just have been read again: set whole, then marked
+            return own_kernel.marks_after(self, data, result)
         _, _, c, values, _, _ = self.read(data)
         return self.param_marks(c, values, result.get("error"))
 
@@ -568,12 +587,12 @@ class Page:
                       self.error_box,
                       self.log_acc, self.log, self.error_line, self.draft, self.share, self.py_dl, *self.p_slots,
                       *self.t_slots, self.params_note, self.param_help, self.verify, self.speed, self.speed_plot,
-                      self.roofline_plot}
+                      self.roofline_plot, self.own, self.entry, self.own_draft}
         demo.load(self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
                   **light)
         # A kernel switch is one event: `select` fires once per choice (`input` fires twice), and it reads only the
         # kernel and the target, never the previous kernel's controls.
-        self.kernel.select(self.on_kernel, {self.kernel, self.arch}, everything, api_visibility="private",
+        self.kernel.select(self.on_kernel, {self.kernel, self.arch, self.editor, self.own, self.own_draft}, everything, api_visibility="private",
                            trigger_mode="always_last", **light)
         self.reset_btn.click(self.on_reset, self.setup, everything, api_visibility="private", **light)
         edits = {self.draft, self.share, self.py_dl, self.preset, self.params_note, *self.p_slots, *self.t_slots}
@@ -589,7 +608,7 @@ class Page:
         engine_kw = dict(concurrency_limit=self.settings.ui_concurrency, concurrency_id="engine", show_progress="full",
                          show_progress_on=[self.status], api_visibility="private")
         common = {self.status, self.error_box, self.log_acc, self.log, self.error_line, self.draft, self.share,
-                  self.py_dl, self.params_note, *self.p_slots, *self.t_slots}
+                  self.py_dl, self.params_note, *self.p_slots, *self.t_slots, *own_kernel.outputs(self)}
         compiled = {self.cuda, self.ptx, self.sass, self.host, self.src_line, self.last, self.resources, self.cu_dl,
                     self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b}
         inputs = self.setup | {self.last, self.history}
@@ -617,6 +636,7 @@ class Page:
                         api_visibility="private", **light)
         insight_tabs.wire(self)
         classroom.wire(self, demo)
+        own_kernel.wire(self, everything)
 
 
 def build_demo(settings: Settings | None = None) -> gr.Blocks:

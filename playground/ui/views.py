@@ -204,6 +204,9 @@ def status_html(action: str, result: dict | None, waited: float | None = None) -
     elif action == "run":
         t = result.get("timing") or {}
         text = f"✓ {kernel} verified and timed: {esc(fmt_ms(t.get('median_ms')))}"
+        if result.get("verified") is False:  # no reference in the file: never a green check (issue 18)
+            return (f'<div class="pg-status warn">{kernel} timed, not verified: {esc(fmt_ms(t.get("median_ms")))}'
+                    f' — {esc(first_sentence(result.get("verification_note") or "the file has no reference"))}</div>')
         if result.get("tflops") is not None:
             text += f", {result['tflops']:.1f} TFLOP/s, {result.get('gbps', 0):.0f} GB/s"
     elif action == "tune":
@@ -245,7 +248,7 @@ def verification_frame(result: dict | None) -> pd.DataFrame:
         first = v.get("first_mismatches") or []
         rows.append({
             "shape": v.get("label") or str(v.get("shape")),
-            "result": "pass" if v.get("passed") else "FAIL",
+            "result": "FAIL" if not v.get("passed") else "not verified" if v.get("verified") is False else "pass",
             "rel error": v.get("rel_error"),
             "limit": v.get("limit"),
             "max abs error": v.get("max_abs_error"),
@@ -269,9 +272,11 @@ def verification_html(result: dict | None) -> str:
     rows = []
     for _, r in frame.iterrows():
         ok = r["result"] == "pass"
+        pill = ('<span class="pg-pill">timed, not verified</span>' if r["result"] == "not verified" else
+                f'<span class="pg-pill {"good" if ok else "bad"}">{"✓ pass" if ok else "✗ FAIL"}</span>')
         rows.append([
             esc(r["shape"]),
-            f'<span class="pg-pill {"good" if ok else "bad"}">{"✓ pass" if ok else "✗ FAIL"}</span>',
+            pill,
             esc(fmt_num(r["rel error"])) + (f' <small>/ {esc(fmt_num(r["limit"]))}</small>'
                                              if r["limit"] is not None and not pd.isna(r["limit"]) else ""),
             esc(fmt_num(r["max abs error"])),
@@ -280,6 +285,11 @@ def verification_html(result: dict | None) -> str:
             "" if ok else esc(r["message"]),
         ])
     passed = (frame["result"] == "pass").sum()
+    if (frame["result"] == "not verified").any() and not (frame["result"] == "FAIL").any():
+        note = (result or {}).get("verification_note") or "the file has no reference(*inputs) to compare with"
+        head = (f'<div class="pg-verdict warn">Timed, not verified: {esc(first_sentence(note))}</div>')
+        return head + table(["shape", "result", "rel error / limit", "max abs error", "mismatches",
+                             "first mismatching indices", "why"], rows, "pg-verify")
     head = (f'<div class="pg-verdict {"good" if passed == len(frame) else "bad"}">{passed} of {len(frame)} shapes '
             f'pass against the PyTorch reference</div>')
     return head + table(["shape", "result", "rel error / limit", "max abs error", "mismatches",

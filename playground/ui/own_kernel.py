@@ -1,0 +1,355 @@
+"""A kernel of one's own on the page: "New kernel" starts from a short template (templates/new_kernel.py) or a copy
+of a shipped kernel, and the parameter controls are read from the source being edited (the `describe` job: the text
+is only ever imported in a sandboxed job), never from a shipped kernel's file. A file with several kernels gets a
+picker of them. The engine sees kernel "" with the source and, where the file has several kernels, `entry`.
+
+The controls are read again whenever the source changed since they were last read: by "Read parameters" and before
+every engine action (Compile, Run, ...), so what is sent always matches the text sent with it. The text is kept in
+the page's draft (localStorage) and, when one switches to a shipped kernel, in a draft of its own, so switching back
+to "my kernel" brings it back.
+"""
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import gradio as gr
+
+from . import controls as ctl, gateway, views
+
+OWN = "my_kernel"                  # the kernel dropdown's value while the editor holds a kernel of one's own
+OWN_LABEL = "✎ my kernel"
+OWN_DRAFT_KEY = "tilelang-playground-own-kernel"
+TEMPLATE = "template"
+TEMPLATE_PATH = Path(__file__).with_name("templates") / "new_kernel.py"
+# user_kernel.choose_entry's refusal when a file has several kernels and none is picked
+SEVERAL = re.compile(r"the file defines \d+ kernels: ([\w, ]+);")
+
+
+def template_source() -> str:
+    return TEMPLATE_PATH.read_text()
+
+
+def starting_source(start: str | None) -> str:
+    """The text "New kernel" starts from: the template, or a copy of the shipped kernel `start`."""
+    if start in (None, "", TEMPLATE) or start not in gateway.kernel_names():
+        return template_source()
+    return gateway.original_source(start)
+
+
+def start_choices(names: list[str]) -> list[tuple[str, str]]:
+    return [("template: GEMM + ReLU", TEMPLATE)] + [(f"copy of {n}", n) for n in names]
+
+
+# -- reading the source's parameters -----------------------------------------------------------------------------
+def describe(source: str, entry: str | None, session: str) -> dict:
+    """The parameters of the source's kernel `entry` (or its only one). A file with several kernels and none picked
+    is read for its first, so the picker can list them all."""
+    d = gateway.describe_source("", source, {"entry": entry} if entry else {}, session=session)
+    if not d.get("ok") and entry:  # the picked kernel was renamed or removed: read the file afresh
+        again = describe(source, None, session)
+        return again if again.get("ok") else d
+    match = SEVERAL.search(((d.get("error") or {}).get("message")) or "") if not d.get("ok") else None
+    names = [n.strip() for n in match.group(1).split(",") if n.strip()] if match else []
+    if names:
+        d = gateway.describe_source("", source, {"entry": names[0]}, session=session)
+    return d
+
+
+def controls(described: dict | None) -> ctl.Controls:
+    """The page's controls for a described kernel of one's own (none while it has not been read)."""
+    if not described or not described.get("ok"):
+        return ctl.Controls(OWN)
+    c = ctl.controls_for(described)
+    c.kernel = OWN
+    return c
+
+
+def required(described: dict | None) -> list[str]:
+    return [n for n in (described or {}).get("required") or [] if n != "dtype"]
+
+
+def entries(described: dict | None) -> list[str]:
+    return [e["name"] for e in (described or {}).get("entries") or []]
+
+
+def is_own(page, data: dict) -> bool:
+    return data.get(page.kernel) == OWN
+
+
+def read(page, data: dict):
+    """Page.read for a kernel of one's own: the controls from the last describe of its source."""
+    own = data.get(page.own) or {}
+    c = controls(own.get("described"))
+    values = ctl.values_from_slots(c, [data.get(s) for s in page.p_slots], [data.get(s) for s in page.t_slots])
+    dtype = data.get(page.dtype) if data.get(page.dtype) in c.dtypes else c.dtype
+    arch = data.get(page.arch)
+    return OWN, data.get(page.editor) or "", c, values, dtype, (None if arch in (None, "", "auto") else arch)
+
+
+def engine_params(page, data: dict) -> dict:
+    """What the engine gets: the described parameters only (never a shipped kernel's), dtype where the kernel has
+    one, and the picked kernel where the file has several."""
+    own = data.get(page.own) or {}
+    _, _, c, values, dtype, _ = read(page, data)
+    params = ctl.engine_params({k: v for k, v in values.items() if k in c.names}, dtype if c.dtypes else None)
+    if len(entries(own.get("described"))) > 1:
+        params["entry"] = own.get("entry")
+    return params
+
+
+def stale(page, data: dict) -> bool:
+    own = data.get(page.own) or {}
+    picked = data.get(page.entry)
+    return (not (own.get("described") or {}).get("ok") or own.get("source") != (data.get(page.editor) or "")
+            or bool(picked and picked != own.get("entry")))
+
+
+def refresh(page, data: dict, session: str, fresh: bool = False) -> tuple[dict, dict]:
+    """Read the editor's source's parameters. On success `data` is updated in place (the own state, the slots, the
+    dtype), so Page.read sees the new controls; values the user had changed are kept where the parameter still
+    exists. Returns the describe result and the controls' updates."""
+    source = data.get(page.editor) or ""
+    own = {} if fresh else (data.get(page.own) or {})
+    old_c = controls(own.get("described"))
+    old_values = ctl.values_from_slots(old_c, [data.get(s) for s in page.p_slots],
+                                       [data.get(s) for s in page.t_slots])
+    kept = ctl.changed(old_c, old_values) if own.get("described") else {}
+    d = describe(source, data.get(page.entry) or own.get("entry"), session)
+    if not d.get("ok"):
+        return d, {}
+    c = controls(d)
+    values = c.defaults()
+    values.update({k: v for k, v in kept.items() if k in values})
+    old_dtype = data.get(page.dtype)
+    dtype = old_dtype if old_dtype in c.dtypes and old_dtype != old_c.dtype and not fresh else c.dtype
+    data[page.own] = {"source": source, "entry": d.get("name"), "described": d}
+    data[page.entry] = d.get("name")
+    data[page.dtype] = dtype
+    for slots, group in ((page.p_slots, c.problem), (page.t_slots, c.tile)):
+        for i, slot in enumerate(slots):
+            data[slot] = values.get(group[i].name) if i < len(group) else None
+    return d, control_outputs(page, c, values, dtype, data[page.own])
+
+
+def control_outputs(page, c: ctl.Controls, values: dict, dtype: str, own: dict) -> dict:
+    """The controls of the described kernel: slots (the required ones marked), preset, dtype, the kernel picker."""
+    d = own.get("described") or {}
+    out = page.slot_updates(c, values)
+    need = required(d)
+    for slots, group in ((page.p_slots, c.problem), (page.t_slots, c.tile)):
+        for slot, control in zip(slots, group):
+            if control.name in need:
+                out[slot] = {**out.get(slot, {}), "label": f"{control.name} (required)"}
+    out[page.preset] = gr.update(choices=list(c.presets) + [ctl.CUSTOM], value=ctl.preset_for(c, values))
+    out[page.dtype] = gr.update(choices=c.dtypes, value=dtype or None)
+    names = entries(d)
+    out[page.entry] = gr.update(choices=names, value=own.get("entry"), visible=len(names) > 1)
+    out[page.own] = own
+    out[page.params_note] = note_html(d, values)
+    return out
+
+
+def note_html(d: dict, values: dict) -> str:
+    """What the page says above the controls of a kernel of one's own: which arguments it needs, and whether a run
+    is verified."""
+    parts = []
+    missing = [n for n in required(d) if values.get(n) in (None, "")]
+    if missing:
+        parts.append(f'<div class="pg-params-note bad">Give {views.esc(", ".join(missing))}: the source has no '
+                     "default for " + ("it" if len(missing) == 1 else "them") + ".</div>")
+    if d and not d.get("verified"):
+        parts.append('<div class="pg-params-note">This file has no <code>reference(*inputs)</code>: a run is timed, '
+                     "not verified.</div>")
+    return "".join(parts)
+
+
+def marks_after(page, data: dict, result: dict) -> dict:
+    """After an action: the controls as last read (the action may have read them again), with the marks of a
+    resource error beside the controls it names (Page.param_marks) or the note on required arguments."""
+    _, _, c, values, dtype, _ = read(page, data)
+    out = control_outputs(page, c, values, dtype, data.get(page.own) or {})
+    marks = page.param_marks(c, values, (result or {}).get("error"))
+    for key, update in marks.items():
+        out[key] = {**out[key], **update} if isinstance(out.get(key), dict) and isinstance(update, dict) else update
+    if ((result or {}).get("error") or {}).get("stage") != "resources":
+        out[page.params_note] = note_html((data.get(page.own) or {}).get("described") or {}, values) + str(
+            marks.get(page.params_note) or "")
+    return out
+
+
+def missing_values(page, data: dict) -> list[str]:
+    _, _, c, values, _, _ = read(page, data)
+    return [n for n in required((data.get(page.own) or {}).get("described")) if values.get(n) in (None, "")]
+
+
+# -- handlers ------------------------------------------------------------------------------------------------------
+def engine_action(page, action: str, data: dict, request, progress, options: dict | None = None):
+    """Page.engine_action for a kernel of one's own: the parameters read again if the source changed, the required
+    ones asked for, then kernel "" with the source."""
+    from .layout import StagedProgress, _session
+    session = _session(request)
+    started = time.monotonic()
+    out = {}
+    if stale(page, data):
+        d, out = refresh(page, data, session)
+        if not d.get("ok"):
+            result = {**d, "ok": False, "action": action, "kernel": "my kernel"}
+            return result, finish(page, action, data, result, out, session, started)
+    missing = missing_values(page, data)
+    if missing:
+        result = {"ok": False, "action": action, "kernel": "my kernel",
+                  "error": {"stage": "parameters", "line": None, "log": "",
+                            "message": f"give a value for {', '.join(missing)} (the source has no default)"}}
+        return result, finish(page, action, data, result, out, session, started)
+    kernel, source, c, values, dtype, arch = read(page, data)
+    with StagedProgress(progress, action) as staged:
+        result = gateway.call(action, "", source, engine_params(page, data), session=session, arch=arch,
+                              options=options, on_progress=staged)
+    result["kernel"] = result.get("kernel") or (data.get(page.own) or {}).get("entry") or "my kernel"
+    return result, finish(page, action, data, result, out, session, started)
+
+
+def finish(page, action: str, data: dict, result: dict, out: dict, session: str, started: float) -> dict:
+    kernel, source, c, values, dtype, arch = read(page, data)
+    out = dict(out)
+    out[page.status] = views.status_html(action, result, waited=time.monotonic() - started)
+    out.update(page.error_outputs(result, source))
+    out.update(page.draft_and_links(kernel, source, c, values, dtype, arch, session))
+    out[page.share] = ""  # a link to a setup names a shipped kernel; Share (below) keeps one's own text
+    return out
+
+
+def show(page, data: dict, source: str, request, status: str, fresh: bool = True) -> dict:
+    """Everything the page shows for the kernel of one's own in `source`, its parameters read."""
+    from .layout import _session
+    session = _session(request)
+    data[page.editor] = source
+    d, controls_out = refresh(page, data, session, fresh=fresh)
+    kernel, _, c, values, dtype, arch = read(page, data)
+    if not d.get("ok"):
+        data[page.own] = {"source": None, "entry": None, "described": None}
+        status = views.status_html("describe", {**d, "kernel": "my kernel"})
+    out = page.fresh_kernel_outputs(OWN, source, c, values, dtype, arch, session, status)
+    out.update(controls_out or control_outputs(page, c, values, dtype, data[page.own]))
+    out.update(page.error_outputs(d if not d.get("ok") else None, source))
+    out[page.share] = ""
+    return out
+
+
+def on_new(page, data: dict, request, progress=gr.Progress()) -> dict:
+    """"New kernel": the template or a copy of a shipped kernel in the editor, its parameters read."""
+    start = data.get(page.new_from) or TEMPLATE
+    progress(None, desc="reading the new kernel's parameters")
+    data[page.entry] = None
+    what = "the template" if start == TEMPLATE else f"a copy of {start}"
+    out = show(page, data, starting_source(start), request,
+               f'<div class="pg-status ok">New kernel from {views.esc(what)}: edit it, then Compile or Run. '
+               "The controls come from its arguments.</div>")
+    return out
+
+
+def on_select(page, data: dict, request) -> dict:
+    """The kernel dropdown set to "my kernel" (or Reset while it is): the editor's own text if it holds one, else the
+    one kept when switching away, else the template."""
+    was_own = bool((data.get(page.own) or {}).get("source") is not None and data.get(page.own))
+    kept = (data.get(page.own_draft) or {}).get("source") if isinstance(data.get(page.own_draft), dict) else None
+    source = data.get(page.editor) if was_own else kept or template_source()
+    return show(page, data, source or template_source(), request,
+                '<div class="pg-status idle">Your kernel: the controls come from its source.</div>')
+
+
+def leave(page, data: dict) -> dict:
+    """Switching from one's own kernel to a shipped one: its text kept, its controls gone."""
+    if not data.get(page.own):
+        return {page.entry: gr.update(visible=False, choices=[], value=None), page.own: None}
+    return {page.own_draft: {"source": data.get(page.editor) or ""}, page.own: None,
+            page.entry: gr.update(visible=False, choices=[], value=None)}
+
+
+def on_load(page, draft: dict, data: dict, request) -> dict:
+    """The page opened over a draft of one's own kernel: its text, its parameters read again, its values."""
+    values = {k: str(v) for k, v in (draft.get("values") or {}).items()}
+    out = show(page, data, draft.get("source") or template_source(), request,
+               '<div class="pg-status idle">Restored your draft of your own kernel.</div>')
+    _, _, c, defaults, dtype, arch = read(page, data)
+    if values:
+        from .layout import _session
+        merged = {**defaults, **{k: v for k, v in values.items() if k in defaults}}
+        dtype = draft.get("dtype") if draft.get("dtype") in c.dtypes else dtype
+        out.update(control_outputs(page, c, merged, dtype, data[page.own]))
+        out.update(page.draft_and_links(OWN, data[page.editor], c, merged, dtype, arch, _session(request)))
+        out[page.share] = ""
+    out[page.banner] = views.banner_html(gateway.health())
+    return out
+
+
+def on_read(page, data: dict, request, progress=gr.Progress()) -> dict:
+    """"Read parameters": the controls rebuilt from the source as it is now."""
+    from .layout import _session
+    progress(None, desc="reading the parameters of the source")
+    if not is_own(page, data):
+        return {page.status: '<div class="pg-status idle">A shipped kernel\'s controls are its own; "New kernel" '
+                             "starts a kernel of your own.</div>"}
+    d, out = refresh(page, data, _session(request))
+    _, source, c, values, dtype, arch = read(page, data)
+    out.update(page.error_outputs(d if not d.get("ok") else None, source))
+    if d.get("ok"):
+        out[page.status] = (f'<div class="pg-status ok">Read the parameters of {views.esc(d.get("name") or "")}: '
+                            f'{len(d.get("parameters") or [])} argument(s).</div>')
+    else:
+        out[page.status] = views.status_html("describe", {**d, "kernel": "my kernel"})
+    return out
+
+
+def on_entry(page, data: dict, request) -> dict:
+    """Another kernel of the file picked: its parameters."""
+    from .layout import _session
+    if not is_own(page, data):
+        return {}
+    data[page.own] = {**(data.get(page.own) or {}), "entry": None}
+    d, out = refresh(page, data, _session(request), fresh=True)
+    if not d.get("ok"):
+        out[page.status] = views.status_html("describe", {**d, "kernel": "my kernel"})
+    return out
+
+
+# -- building and wiring -------------------------------------------------------------------------------------------
+def build(page) -> None:
+    """The "New kernel" row (under the toolbar) and the state of one's own kernel."""
+    page.own = gr.State(None)   # {"source": the text last described, "entry", "described": describe's answer}
+    page.own_draft = gr.BrowserState(None, storage_key=OWN_DRAFT_KEY, secret=page.settings.draft_secret)
+    with gr.Row(elem_id="pg-own", equal_height=True):
+        page.new_from = gr.Dropdown(start_choices(page.names), value=TEMPLATE, label="New kernel from", scale=2,
+                                    min_width=160, elem_id="pg-new-from")
+        page.new_btn = gr.Button("New kernel", elem_id="pg-new", scale=0, min_width=120)
+        page.entry = gr.Dropdown([], value=None, label="Kernel in the file", visible=False, scale=2, min_width=160,
+                                 elem_id="pg-entry", allow_custom_value=True)
+        page.read_btn = gr.Button("Read parameters from the source", elem_id="pg-read-params", scale=0,
+                                  min_width=200)
+
+
+def wire(page, everything: set) -> None:
+    engine_kw = dict(concurrency_limit=page.settings.ui_concurrency, concurrency_id="engine", show_progress="full",
+                     show_progress_on=[page.status], api_visibility="private")
+
+    def new(data: dict, request: gr.Request, progress=gr.Progress()):
+        return on_new(page, data, request, progress)
+
+    def read_params(data: dict, request: gr.Request, progress=gr.Progress()):
+        return on_read(page, data, request, progress)
+
+    def pick(data: dict, request: gr.Request):
+        return on_entry(page, data, request)
+
+    page.new_btn.click(new, page.setup | {page.new_from, page.own_draft}, everything | outputs(page), **engine_kw)
+    page.read_btn.click(read_params, page.setup,
+                        outputs(page) | {page.error_box, page.log_acc, page.log, page.error_line}, **engine_kw)
+    page.entry.input(pick, page.setup, outputs(page), **engine_kw)
+
+
+def outputs(page) -> set:
+    """What reading the source's parameters may change."""
+    return {page.own, page.entry, page.dtype, page.preset, page.params_note, page.param_help, page.status,
+            *page.p_slots, *page.t_slots}

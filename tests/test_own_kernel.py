@@ -1,0 +1,60 @@
+"""A kernel of one's own on the page: the template is a kernel the engine reads and verifies, the controls come
+from the described source (required arguments marked), a file with several kernels is read for a picker, and a run
+without a reference is said to be timed, not verified, never shown with the green check."""
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
+
+TEMPLATE = ROOT / "playground" / "ui" / "templates" / "new_kernel.py"
+
+
+def test_the_template_is_a_verifiable_kernel_with_sizes_and_tile_controls():
+    from playground.engine import catalogue
+    from playground.ui import own_kernel
+    d = catalogue.load(str(TEMPLATE)).describe()
+    assert d["verified"] is True and d["required"] == [] and d["out_idx"] == [-1]
+    c = own_kernel.controls({"ok": True, **d})
+    assert [x.name for x in c.problem] == ["M", "N", "K"]
+    assert {"block_M", "block_N", "block_K", "num_stages", "threads"} <= {x.name for x in c.tile}
+    assert c.dtypes == ["float16", "bfloat16"] and c.dtype == "float16"
+
+
+def test_required_arguments_are_controls_without_a_value_and_are_asked_for(tmp_path):
+    from playground.engine import catalogue
+    from playground.ui import own_kernel
+    source = TEMPLATE.read_text().replace("M: int = 1024, N: int = 1024, K: int = 1024", "M: int, N: int, K: int")
+    source = source.replace("PRESETS = ", "_UNUSED = ")
+    file = tmp_path / "own_required.py"
+    file.write_text(source)
+    d = {"ok": True, **catalogue.load(str(file)).describe()}
+    assert own_kernel.required(d) == ["M", "N", "K"]
+    c = own_kernel.controls(d)
+    assert [(x.name, x.default) for x in c.problem] == [("M", ""), ("N", ""), ("K", "")]
+    note = own_kernel.note_html(d, c.defaults())
+    assert "Give M, N, K" in note
+
+
+def test_a_file_with_several_kernels_is_named_in_the_engines_refusal(tmp_path):
+    from playground.engine import catalogue
+    from playground.engine.errors import StageError
+    from playground.ui import own_kernel
+    with pytest.raises(StageError) as info:
+        catalogue.load("", catalogue.builtin_source("softmax"), tmp_path)
+    match = own_kernel.SEVERAL.search(info.value.message)
+    assert match and [n.strip() for n in match.group(1).split(",")] == ["softmax", "softmax_cluster"]
+
+
+def test_a_run_without_a_reference_is_timed_not_verified_never_a_green_check():
+    from playground.ui import views
+    note = "not verified: the file has no reference(*inputs) to compare the outputs with"
+    result = {"ok": True, "kernel": "gemm_relu", "verified": False, "verification_note": note,
+              "timing": {"median_ms": 0.05},
+              "verification": [{"label": "256×256×256", "passed": True, "verified": False, "message": note}]}
+    status = views.status_html("run", result)
+    assert "timed, not verified" in status and "✓" not in status and "pg-status ok" not in status
+    html = views.verification_html(result)
+    assert "Timed, not verified" in html and "✓ pass" not in html and "pg-verdict good" not in html
+    verified = {**result, "verified": True, "verification": [{"label": "256", "passed": True, "verified": True}]}
+    assert "✓" in views.status_html("run", verified) and "✓ pass" in views.verification_html(verified)
