@@ -58,3 +58,22 @@ def test_a_run_without_a_reference_is_timed_not_verified_never_a_green_check():
     assert "Timed, not verified" in html and "✓ pass" not in html and "pg-verdict good" not in html
     verified = {**result, "verified": True, "verification": [{"label": "256", "passed": True, "verified": True}]}
     assert "✓" in views.status_html("run", verified) and "✓ pass" in views.verification_html(verified)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_template_verifies_and_without_its_reference_is_timed_not_verified(tmp_path):
+    from playground.cli import execute
+    from playground.ui import views
+    source = TEMPLATE.read_text()
+    sizes = {"M": 512, "N": 512, "K": 512}
+    checked = execute("run", "", source, sizes, workdir=str(tmp_path / "checked"))
+    assert checked["ok"] and checked["verified"] is True, checked.get("error")
+    assert "✓" in views.status_html("run", checked) and "✓ pass" in views.verification_html(checked)
+    unchecked = execute("run", "", source.replace("def reference(A, B):", "def expected(A, B):"), sizes,
+                        workdir=str(tmp_path / "unchecked"))
+    assert unchecked["ok"] and unchecked["verified"] is False and unchecked["timing"], unchecked.get("error")
+    status, table = views.status_html("run", unchecked), views.verification_html(unchecked)
+    assert "timed, not verified" in status and "✓" not in status
+    assert "Timed, not verified" in table and "✓ pass" not in table
+    print(f"template: {checked['timing']['median_ms']:.4f} ms verified; without reference: "
+          f"{unchecked['timing']['median_ms']:.4f} ms, {status}")
