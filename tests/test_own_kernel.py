@@ -77,3 +77,13 @@ def test_on_a_gpu_the_template_verifies_and_without_its_reference_is_timed_not_v
     assert "Timed, not verified" in table and "✓ pass" not in table
     print(f"template: {checked['timing']['median_ms']:.4f} ms verified; without reference: "
           f"{unchecked['timing']['median_ms']:.4f} ms, {status}")
+
+
+def test_the_history_says_a_run_without_a_reference_was_timed_not_verified():
+    from playground.ui import history
+    run = {"ok": True, "verified": False, "timing": {"median_ms": 0.05},
+           "verification": [{"label": "512", "passed": True, "verified": False}]}
+    rows = history.frame(history.add([], "run", "my_kernel", run, True, {}, {}))
+    assert list(rows["result"]) == ["timed, not verified"]
+    rows = history.frame(history.add([], "run", "gemm", {**run, "verified": True}, False, {}, {}))
+    assert list(rows["result"]) == ["ok"]

@@ -54,6 +54,7 @@ def add(history: list[dict] | None, action: str, kernel: str, result: dict, sour
         "shared_bytes": res.get("shared_bytes"),
         "spill_bytes": res.get("spill_bytes"),
         "passed": all(v.get("passed") for v in verification) if verification else None,
+        "verified": result.get("verified"),  # False: a file without a reference, run and timed only
         "median_ms": timing.get("median_ms"),
         "tflops": result.get("tflops") if timing else None,
         "gbps": result.get("gbps") if timing else None,
@@ -72,6 +73,8 @@ def frame(history: list[dict] | None) -> pd.DataFrame:
         result = ("ok" if h["ok"] else h["error"] or "failed")
         if h.get("passed") is False:
             result = "wrong result"
+        elif h["ok"] and h.get("verified") is False:
+            result = "timed, not verified"
         rows.append([h["n"], h["time"], h["action"], f'{h["kernel"]} {h["label"]}'.strip(),
                      "edited" if h["edited"] else "original",
                      result, h.get("registers"),
