@@ -87,3 +87,12 @@ def test_the_history_says_a_run_without_a_reference_was_timed_not_verified():
     assert list(rows["result"]) == ["timed, not verified"]
     rows = history.frame(history.add([], "run", "gemm", {**run, "verified": True}, False, {}, {}))
     assert list(rows["result"]) == ["ok"]
+
+
+def test_a_file_requiring_more_arguments_than_the_sizes_row_holds_gets_a_control_for_each():
+    from playground.ui import controls as ctl, own_kernel
+    names = [f"a{i}" for i in range(ctl.PROBLEM_SLOTS + 2)]
+    d = {"ok": True, "name": "k", "problem": names, "defaults": {}, "required": names,
+         "parameters": [{"name": n, "kind": "int", "required": True} for n in names]}
+    c = own_kernel.controls(d)
+    assert len(c.problem) == ctl.PROBLEM_SLOTS and c.names == names

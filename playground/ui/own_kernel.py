@@ -63,6 +63,8 @@ def controls(described: dict | None) -> ctl.Controls:
         return ctl.Controls(OWN)
     c = ctl.controls_for(described)
     c.kernel = OWN
+    if len(c.problem) > ctl.PROBLEM_SLOTS:  # a file may require more arguments than the sizes' row holds
+        c.problem, c.tile = c.problem[:ctl.PROBLEM_SLOTS], c.problem[ctl.PROBLEM_SLOTS:] + c.tile
     return c
 
 
@@ -247,6 +249,25 @@ def on_new(page, data: dict, request, progress=gr.Progress()) -> dict:
     out = show(page, data, starting_source(start), request,
                f'<div class="pg-status ok">New kernel from {views.esc(what)}: edit it, then Compile or Run. '
                "The controls come from its arguments.</div>")
+    if start != TEMPLATE and start in page.names:
+        out.update(shipped_values(page, data, start, request))
+    return out
+
+
+def shipped_values(page, data: dict, start: str, request) -> dict:
+    """A copy of a shipped kernel, read as a plain TileLang file, may require arguments its factory gave defaults
+    for (gemm's schedules take every size and tile): those start at the shipped kernel's defaults."""
+    from .layout import _session
+    own = data.get(page.own) or {}
+    shipped = {k: str(v) for k, v in (gateway.describe(start).get("defaults") or {}).items()}
+    _, source, c, values, dtype, arch = read(page, data)
+    given = {n: shipped[n] for n in required(own.get("described")) if n in shipped and values.get(n) in (None, "")}
+    if not given:
+        return {}
+    values = {**values, **given}
+    out = control_outputs(page, c, values, dtype, own)
+    out.update(page.draft_and_links(OWN, source, c, values, dtype, arch, _session(request)))
+    out[page.share] = ""
     return out
 
 
