@@ -241,3 +241,16 @@ def test_tune_on_the_gpu_keeps_its_best_and_the_next_request_nearby_starts_from_
     config = vector_add.resolve(dict(N=3_000_000))
     assert config.picked_by == "table" and config.tuned_for == f"4194304 on {gpu}"
     assert config.tile == result["best"]["tile"]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("asked", [dict(overlap=False), dict(persistent=True)])
+def test_what_the_user_sets_never_meets_a_rule_config_the_kernel_refuses(asked, causal):
+    """The head-dim-64 rule picks ping-pong; with the user's overlap=False or persistent=True that combination is
+    refused by flash_attention.check_options, so the user's value wins and the rest are the factory's defaults
+    (the H200 run found these refused before)."""
+    kernel = catalogue.load("flash_attention")
+    config = kernel.resolve({"batch": 2, "heads": 8, "seq_len": 1000, "dim": 64, "causal": causal, **asked})
+    assert all(config.tile[k] == v for k, v in asked.items())
+    kernel.module.check_options(**{k: config.tile[k] for k in ("overlap", "pingpong", "extra_step", "persistent")})
+    assert config.picked_by != "rule"

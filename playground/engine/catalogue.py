@@ -270,10 +270,28 @@ class Kernel:
         choice = (config_choice.choose(self, problem, dtype) if set(self.tile_names) - set(tile_values) else
                   config_choice.Choice({}, "user"))
         tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
+        if tile_values and choice.picked_by != "default" and not self._consistent(tile):
+            # The rule's or the table's config, with the values the user set laid over it, is a combination the
+            # kernel refuses (flash_attention: pingpong from the head-dim-64 rule with the user's overlap=False):
+            # what the user set wins, and the rest falls back to the factory's defaults.
+            choice = config_choice.Choice({n: self.defaults[n] for n in self.tile_names if n in self.defaults},
+                                          "default")
+            tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
         for name, allowed in self.options.items():
             if name in tile and tile[name] not in allowed:
                 raise StageError("parameters", f"{name} must be one of {allowed}, not {tile[name]!r}")
         return Config(problem, dtype, tile, choice.picked_by, choice.tuned_for, tuple(tile_values))
+
+    def _consistent(self, tile: dict) -> bool:
+        """Whether the kernel file's own `check_options` (where it has one) accepts this combination of options."""
+        check = getattr(self.module, "check_options", None)
+        if not callable(check):
+            return True
+        try:
+            call_with(check, **tile)
+        except ValueError:
+            return False
+        return True
 
     def check_problems(self, problem: dict) -> list[dict]:
         """The problems verification runs on: each CHECK_SHAPES entry merged over `problem`, then `problem` itself."""
