@@ -421,3 +421,11 @@ def test_unchanged_source_goes_to_the_engine_as_none():
     assert engine.normalize_source("gemm", original.rstrip("\n")) is None  # an editor dropped the last newline
     assert engine.normalize_source("gemm", "") is None
     assert engine.normalize_source("gemm", original + "\nx = 1\n") is not None
+
+
+def test_status_names_the_cluster_node_and_gpu_a_job_ran_on():
+    from playground.ui.views import status_html
+    result = {"ok": True, "kernel": "gemm", "arch": "sm_90a", "compile_seconds": 1.0,
+              "ran_on": {"node": "10.0.0.7", "hostname": "gpu-node-2", "gpu": 1, "arch": "sm_90a"}}
+    assert "ran on gpu-node-2, GPU 1 (sm_90a)" in status_html("compile", result)
+    assert "ran on" not in status_html("compile", {**result, "ran_on": None})

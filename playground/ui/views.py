@@ -182,6 +182,17 @@ def useful_log_lines(error: dict | None, limit: int = 8) -> list[str]:
     return out[-limit:]  # the cause is nearest the end of a trace
 
 
+def ran_on_text(result: dict | None) -> str:
+    """" · ran on gpu-node-2, GPU 1 (sm_90a)": where a job on a Ray cluster ran (its `ran_on`); "" on one server."""
+    where = (result or {}).get("ran_on") or {}
+    host = where.get("hostname") or where.get("node")
+    if not host:
+        return ""
+    gpu = where.get("gpu")
+    return f" · ran on {host}" + (f", GPU {gpu}" if gpu is not None else "") + (
+        f" ({where['arch']})" if where.get("arch") else "")
+
+
 def status_html(action: str, result: dict | None, waited: float | None = None) -> str:
     """A one-line summary of the last action, above the panes. `waited`: the seconds the user waited for it (what a
     cached compile reports, rather than how long the compile it reuses once took)."""
@@ -192,7 +203,8 @@ def status_html(action: str, result: dict | None, waited: float | None = None) -
         err = result.get("error") or {}
         where = f" at line {err['line']}" if err.get("line") else ""
         return (f'<div class="pg-status fail">✗ {esc(action)} of {kernel} failed{esc(where)}: '
-                f'<b>{esc(err.get("stage", "?"))}</b> — {esc(first_sentence(err.get("message", "")))}</div>')
+                f'<b>{esc(err.get("stage", "?"))}</b> — {esc(first_sentence(err.get("message", "")))}'
+                f'{esc(ran_on_text(result))}</div>')
     if action == "compile":
         t = result.get("compile_seconds")
         text = f"✓ compiled {kernel} for {esc(result.get('arch', ''))}"
@@ -215,7 +227,7 @@ def status_html(action: str, result: dict | None, waited: float | None = None) -
                 f"{esc(fmt_ms(best.get('median_ms')))}")
     else:
         text = f"✓ {esc(action)} of {kernel} done"
-    return f'<div class="pg-status ok">{text}</div>'
+    return f'<div class="pg-status ok">{text}{esc(ran_on_text(result))}</div>'
 
 
 def first_sentence(text: str, limit: int = 240) -> str:
