@@ -186,8 +186,11 @@ def test_gemm_for_hopper_keeps_one_wgmma_step_in_flight_and_stays_resident():
     r = compile_kernel(k, k.resolve(small("gemm")), "sm_90a")
     assert "wgmma.wait_group.sync.aligned 1;" in r["ptx"]
     assert r["resources"]["grid"][:2] == [132, 1]
-    plain = compile_kernel(k, k.resolve({**small("gemm"), "warp_specialized": False}), "sm_90a")
-    assert "wgmma.wait_group.sync.aligned 1;" not in plain["ptx"] and plain["resources"]["grid"][:2] == [1, 2]
+    plain_config = k.resolve({**small("gemm"), "warp_specialized": False})
+    plain = compile_kernel(k, plain_config, "sm_90a")
+    p, tile = plain_config.problem, plain_config.tile
+    tiles = [-(-p["N"] // tile["block_N"]), -(-p["M"] // tile["block_M"])]  # one block per output tile: a grid
+    assert "wgmma.wait_group.sync.aligned 1;" not in plain["ptx"] and plain["resources"]["grid"][:2] == tiles
 
 
 def test_non_causal_flash_attention_ships_the_persistent_schedule_and_causal_the_grid():

@@ -270,10 +270,11 @@ class Kernel:
         choice = (config_choice.choose(self, problem, dtype) if set(self.tile_names) - set(tile_values) else
                   config_choice.Choice({}, "user"))
         tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
-        if tile_values and choice.picked_by != "default" and not self._consistent(tile):
+        if tile_values and choice.picked_by in ("rule", "table") and not self._consistent(tile):
             # The rule's or the table's config, with the values the user set laid over it, is a combination the
             # kernel refuses (flash_attention: pingpong from the head-dim-64 rule with the user's overlap=False):
-            # what the user set wins, and the rest falls back to the factory's defaults.
+            # what the user set wins, and the rest falls back to the factory's defaults. A preset's tuned config is
+            # what the user picked by name: flipping one of its options there is refused with the kernel's message.
             choice = config_choice.Choice({n: self.defaults[n] for n in self.tile_names if n in self.defaults},
                                           "default")
             tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
