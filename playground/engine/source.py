@@ -89,10 +89,10 @@ def write_sources(files: dict[str, str], root: Path) -> Path:
     return folder
 
 
-def import_file(path: Path, module_name: str | None = None) -> ModuleType:
-    """Import a kernel file as a fresh module; a failure is a `python` StageError at the user's line."""
-    path = Path(path).resolve()
-    module_name = module_name or f"playground_user_{path.stem}_{text_hash(str(path))}"
+def exec_module_file(path: Path, module_name: str) -> tuple[ModuleType, BaseException | None]:
+    """Run the file as the module `module_name`: the module, and the exception its top-level code raised (None when
+    it ran through; the module is then still in sys.modules for the caller to keep or drop). A syntax error, or the
+    job's time limit firing while the user's code ran, is a `python` StageError at the user's line."""
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and TileLang look modules up by name while importing
@@ -106,11 +106,25 @@ def import_file(path: Path, module_name: str | None = None) -> ModuleType:
         sys.modules.pop(module_name, None)
         raise StageError("python", f"SyntaxError: {exc.msg}", exc.lineno, clip(format_exception(exc))) from None
     except (Exception, SystemExit) as exc:
+        return module, exc
+    return module, None
+
+
+def import_failed(exc: BaseException, path: Path) -> StageError:
+    """The `python` StageError for top-level code of the file at `path` that raised `exc`, at the user's line."""
+    message = first_line(f"{type(exc).__name__}: {exc}")
+    return StageError("python", f"importing the kernel failed: {message}", user_line_from_traceback(exc, str(path)),
+                      clip(format_exception(exc)))
+
+
+def import_file(path: Path, module_name: str | None = None) -> ModuleType:
+    """Import a kernel file as a fresh module; a failure is a `python` StageError at the user's line."""
+    path = Path(path).resolve()
+    module_name = module_name or f"playground_user_{path.stem}_{text_hash(str(path))}"
+    module, exc = exec_module_file(path, module_name)
+    if exc is not None:
         sys.modules.pop(module_name, None)
-        line = user_line_from_traceback(exc, str(path))
-        message = first_line(f"{type(exc).__name__}: {exc}")
-        raise StageError("python", f"importing the kernel failed: {message}", line,
-                         clip(format_exception(exc))) from None
+        raise import_failed(exc, path)
     return module
 
 

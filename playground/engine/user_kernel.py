@@ -693,27 +693,14 @@ def random_tensor(buffer, device: str, generator):
 def import_user_module(path: Path) -> tuple[ModuleType, dict | None]:
     """Import the file with its folder on sys.path (so helper modules beside it import). Top-level code that fails
     after the kernels are defined gives a warning, not an error: the kernels defined above it are used."""
-    import importlib.util
-
-    from .source import text_hash
+    from .source import exec_module_file, import_failed, text_hash
     path = Path(path).resolve()
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
     module_name = f"playground_user_{path.stem}_{text_hash(str(path))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except StageError as exc:
-        sys.modules.pop(module_name, None)
-        exc.line = exc.line or user_line_from_traceback(exc, str(path))
-        raise
-    except SyntaxError as exc:
-        sys.modules.pop(module_name, None)
-        raise StageError("python", f"SyntaxError: {exc.msg}", exc.lineno, clip(format_exception(exc))) from None
-    except (Exception, SystemExit) as exc:
+    module, exc = exec_module_file(path, module_name)
+    if exc is not None:
         line = user_line_from_traceback(exc, str(path))
         message = first_line(f"{type(exc).__name__}: {exc}")
         if find_entries(module, path):
@@ -722,8 +709,7 @@ def import_user_module(path: Path) -> tuple[ModuleType, dict | None]:
                                        f"kernels defined above it are used (a script belongs under "
                                        f"`if __name__ == \"__main__\":`, which is not run here)"}
         sys.modules.pop(module_name, None)
-        raise StageError("python", f"importing the kernel failed: {message}", line,
-                         clip(format_exception(exc))) from None
+        raise import_failed(exc, path)
     return module, None
 
 
