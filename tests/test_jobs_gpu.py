@@ -51,6 +51,37 @@ def test_gpu_harm_ends_its_own_job_and_the_next_job_runs(name, server):
     assert all(v["passed"] for v in after["verification"])
 
 
+# Under the profilers the user's kernel runs in a process ncu or compute-sanitizer starts, outside the engine's own
+# launch: a kernel that hangs or writes far out of bounds there must still end its own job (the tool's time limit,
+# the job's watch) and leave the GPU to the next job.
+UNDER_TOOLS = [("profile", "gpu_hang"), ("profile", "gpu_oob_write"), ("memcheck", "gpu_hang")]
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("action,name", UNDER_TOOLS, ids=[f"{a}-{n}" for a, n in UNDER_TOOLS])
+def test_a_hostile_kernel_under_the_profilers_ends_its_own_job_and_the_next_job_runs(action, name, server):
+    text = hostile_source(name)
+    settle(server)
+    started = time.monotonic()
+    result = jobs.run_job(action, "vector_add", text, SMALL, session=f"tool-{action}-{name}", timeout=HANG_TIMEOUT)
+    elapsed = time.monotonic() - started
+    err = result.get("error") or {}
+    print(f"\n{action} {name}: {elapsed:.1f} s, ok {result['ok']}, stage {err.get('stage')}: {err.get('message')}")
+    assert elapsed < HANG_TIMEOUT + 90, "the job outlived its limit"
+    if name == "gpu_hang":
+        assert not result["ok"] and err["stage"] == "timeout" and re.search(r"limit", err["message"]), err
+    else:  # the illegal address ends the profiled process; the answer says so instead of a profile
+        assert not result["ok"] and err["stage"] in ("device", "profile", "python"), err
+        assert re.search(r"illegal|CUDA error|context|exit|fail", err["message"], re.I), err["message"]
+
+    settle(server)
+    assert leftovers(server) == {"processes": [], "job_dirs": [], "files": []}
+    after = jobs.run_job("run", "vector_add", None, SMALL, session=f"tool-after-{action}-{name}")
+    assert after["ok"], after["error"]
+    assert all(v["passed"] for v in after["verification"])
+
+
 @pytest.mark.gpu
 def test_nvml_lists_the_gpus_torch_sees_without_making_a_cuda_context():
     import json

@@ -4,7 +4,7 @@
 
 Starts `app.py` as a real server (its job queue, workers and sandbox included), checks that `/health` and the page
 itself answer, then calls the page's named endpoints with gradio_client: compile, run, tune and sweep, as the
-Compile, Run, Autotune and Sweep buttons do. Every answer is written to OUTDIR as JSON, with the server's log and a
+Compile, Run, Autotune and Sweep buttons do, and profile and memcheck as the Profile tab's two buttons do. Every answer is written to OUTDIR as JSON, with the server's log and a
 one-line summary per call (`summary.txt`); the exit status is non-zero unless every call answered ok. It needs no
 browser: `tests/gpu/replay_page.py` shows the recorded answers in chromium, on any machine.
 """
@@ -24,9 +24,14 @@ CALLS = [  # (endpoint, kernel, params): the default problem of each kernel, as 
     ("run", "gemm", {}),
     ("run", "softmax", {}),
     ("run", "flash_attention", {}),
+    ("run", "vector_add", {}),
+    ("run", "gemm_epilogue", {}),
     ("tune", "gemm", {"max_configs": 8}),
     ("sweep", "gemm", {}),
+    ("profile", "gemm", {}),
+    ("memcheck", "gemm", {}),
 ]
+REPORT_KEPT = 256 * 1024  # a recorded .ncu-rep larger than this is left out of the JSON (its size is kept)
 
 
 def free_port() -> int:
@@ -72,6 +77,8 @@ def main(out: Path) -> int:
             t0 = time.monotonic()
             result = client.predict(kernel, "", params, api_name=f"/{action}")
             seconds = time.monotonic() - t0
+            if len(result.get("report_b64") or "") > REPORT_KEPT:
+                result["report_b64_left_out"] = len(result.pop("report_b64"))
             (out / f"{action}_{kernel}.json").write_text(json.dumps(result, indent=1))
             err = result.get("error") or {}
             line = f"{action:8} {kernel:16} ok={result.get('ok')!s:5} {seconds:6.1f} s"

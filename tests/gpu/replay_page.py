@@ -5,8 +5,8 @@
 `tests/gpu/page_on_gpu.py` serves the page from a GPU machine and saves what its endpoints answered (compile, run,
 tune, sweep), e.g. to bench/page-h200/. A GPU server often has no browser, so the pictures are taken on any machine
 that has one: this script starts the page with the job layer's answers taken from those files (nothing is
-recomputed, and a request that was not recorded gets an error), opens it in chromium, presses Run, Autotune and
-Sweep as a student would, and saves screenshots next to the answers. Needs chromium and playwright
+recomputed, and a request that was not recorded gets an error), opens it in chromium, presses Run, Autotune,
+Sweep, Profile and Check memory as a student would, and saves screenshots next to the answers. Needs chromium and playwright
 (`make setup-test`).
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from test_browser import ARGS, CHROMIUM, free_port, wait_idle  # noqa: E402  (th
 
 def recorded_answers(folder: Path):
     answers = {tuple(p.stem.split("_", 1)): json.loads(p.read_text())
-               for p in folder.glob("*.json") if p.stem.split("_", 1)[0] in ("compile", "run", "tune", "sweep")}
+               for p in folder.glob("*.json") if p.stem.split("_", 1)[0] in ("compile", "run", "tune", "sweep", "profile", "memcheck")}
 
     def run_job(action, kernel, source, params, **_):
         found = answers.get((action, kernel))
@@ -62,6 +62,18 @@ def main(folder: Path) -> None:
             page.get_by_role("tab", name="Speed").click()
             time.sleep(1.5)
             page.screenshot(path=str(folder / "page-run.png"), full_page=True)
+            page.wait_for_selector("#pg-roofline-plot .js-plotly-plot")
+            page.locator("#pg-roofline-plot").screenshot(path=str(folder / "page-roofline.png"))
+
+            if (folder / "profile_gemm.json").exists():
+                page.get_by_role("tab", name="Profile").click()
+                page.click("#pg-profile-btn")
+                print("profile:", wait_idle(page))
+                if (folder / "memcheck_gemm.json").exists():
+                    page.click("#pg-memcheck-btn")
+                    print("memcheck:", wait_idle(page))
+                time.sleep(1.5)
+                page.screenshot(path=str(folder / "page-profile.png"), full_page=True)
 
             page.click("#pg-tune")
             print("tune:", wait_idle(page))
