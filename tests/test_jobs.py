@@ -134,8 +134,9 @@ def test_job_environment_is_cleared():
     assert env["TILELANG_CACHE_DIR"] == "/job/tilelang-cache" and env["CUDA_VISIBLE_DEVICES"] == ""
     job = Settings.from_env(env)  # what the job's worker reads back
     assert job.processes == 77 and str(job.cache_dir) == "/job/cache" and job.password is None
+    assert str(job.data_dir) == "/job/data", "the server's data folder (the class's database) is not the job's"
     assert set(env) <= {"PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "PYTHONPATH", "PYTHONUNBUFFERED", "LANG",
-                        "PYTHONDONTWRITEBYTECODE", "PLAYGROUND_CACHE_DIR", "PLAYGROUND_PROCESSES",
+                        "PYTHONDONTWRITEBYTECODE", "PLAYGROUND_CACHE_DIR", "PLAYGROUND_DATA", "PLAYGROUND_PROCESSES",
                         "PLAYGROUND_THREADS", "PLAYGROUND_NO_GPU",
                         "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TVM_NUM_THREADS", "TZ",
                         "LC_ALL", "LD_LIBRARY_PATH", "CUDA_DEVICE_ORDER"} | \
@@ -249,6 +250,43 @@ def test_gpu_ceilings_come_only_from_jobs_without_user_code_and_reach_later_jobs
     (later.dir / "cache").mkdir(parents=True)
     runner._seed_ceilings(st, later)
     assert json.loads((later.dir / "cache" / "ceilings" / "k.json").read_text()) == {"copy_gbps": 4243}
+
+
+def test_the_servers_tuned_configs_reach_the_job_and_a_new_one_is_not_answered_from_the_cache(server):
+    """A tuning run kept by the server decides the tile a later request leaves out, in the sandboxed job too; the
+    compile answered from the cache before it was kept is not given for that request afterwards."""
+    from playground.engine import config_choice
+    table = runner._tuned_table(server)
+    asked = {"N": 3_000_000}
+    before = jobs.run_job("compile", "vector_add", None, asked, session="tuned")
+    assert before["ok"] and before["config"]["picked_by"] == "rule", before.get("error") or before["config"]
+    assert jobs.run_job("compile", "vector_add", None, asked, session="tuned").get("cached")
+    try:
+        config_choice.remember("vector_add", {"N": 2**22}, "float16", {"block_N": 16384, "threads": 512},
+                               config_choice.REFERENCE_GPU, 0.01, path=table)
+        after = jobs.run_job("compile", "vector_add", None, asked, session="tuned")
+        assert after["ok"] and not after.get("cached"), "an answer compiled before the tuning run was served"
+        assert after["config"]["picked_by"] == "table" and after["config"]["tile"]["block_N"] == 16384
+        assert after["config"]["tuned_for"] == f"4194304 on {config_choice.REFERENCE_GPU}"
+    finally:
+        table.unlink(missing_ok=True)
+
+
+def test_the_server_keeps_a_tuning_runs_best_and_the_answer_names_no_server_path(tmp_path):
+    from playground.engine import config_choice
+    st = type("S", (), {"settings": Settings(data_dir=tmp_path / "data")})()
+    stored = {"ok": True, "table": config_choice.USER_TABLE, "gpu": "NVIDIA H200", "kernel": "softmax",
+              "problem": {"M": 32768, "N": 1024}, "dtype": "float16", "tile": {"rows_per_block": 4, "threads": 256},
+              "median_ms": 0.02, "tuned_for": "32768×1024 on NVIDIA H200"}
+    answer = {"ok": True, "best": {"tile": stored["tile"], "stored": dict(stored)}}
+    runner._keep_tuned_config(st, "softmax", answer)
+    entries = json.loads(runner._tuned_table(st).read_text())["entries"]
+    assert [(e["kernel"], e["problem"], e["tile"]) for e in entries] == [("softmax", stored["problem"], stored["tile"])]
+    assert answer["best"]["stored"]["ok"] and str(tmp_path) not in json.dumps(answer)
+    # an answer for another kernel than the one asked, or with a tile that is not plain values, is not kept
+    for bad in ({**stored, "kernel": "gemm"}, {**stored, "tile": {"threads": {"nested": 1}}}):
+        runner._keep_tuned_config(st, "softmax", {"ok": True, "best": {"stored": bad}})
+    assert len(json.loads(runner._tuned_table(st).read_text())["entries"]) == 1
 
 
 USERNS_CHECK = r'''

@@ -111,5 +111,7 @@ def store_best(kernel: Kernel, config: Config, tile: dict, median_ms: float, inf
         path = config_choice.remember(kernel.name, dict(config.problem), config.dtype, tile, gpu, median_ms)
     except OSError as exc:
         return {"ok": False, "why": f"the table of tuned configs cannot be written: {exc}"}
-    return {"ok": True, "path": str(path.resolve()), "gpu": gpu,
+    # Where it went is named by the table's file name only: a server's folders are nobody's business.
+    return {"ok": True, "table": path.name, "gpu": gpu, "kernel": kernel.name, "problem": dict(config.problem),
+            "dtype": config.dtype, "tile": tile, "median_ms": median_ms,
             "tuned_for": f"{config_choice.label(config.problem)} on {gpu}"}

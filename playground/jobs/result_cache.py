@@ -2,8 +2,9 @@
 
 The key is made from what the request says, never from what importing the user's code would say (the server must
 not import it): action, kernel name, the source text (the built-in file's text when none is sent), the parameters
-as sent, the target arch, the TileLang version, and a fingerprint of the engine's own files and the chosen kernel's
-built-in file (a deploy or an edit of the engine makes old answers unreachable). Two requests that differ only in
+as sent, the target arch, the TileLang version, a fingerprint of the engine's own files, the shipped kernels and
+their tables of tuned configs (a deploy or an edit of the engine makes old answers unreachable), and a digest of the
+users' own table of tuned configs (a parameter the request leaves out is picked from it). Two requests that differ only in
 spelling (`{"block_M": 64}` vs `{"block_M": "64"}`) miss each other: a cheap and harmless miss.
 
 Only JSON answers are kept here, never compiled code. TileLang's own kernel cache (the .so files it loads) is NOT
@@ -46,18 +47,31 @@ def engine_fingerprint() -> str:
     if _fingerprint is None:
         h = hashlib.sha256()
         # The engine's code and the shipped kernels' modules (a kernel file may import its neighbours).
-        for path in [*sorted((ROOT / "playground" / "engine").glob("*.py")), *sorted((ROOT / "kernels").glob("*.py"))]:
+        # The shipped tables of tuned configs (kernels/tuned/) decide the tile a request leaves out, as the code does.
+        for path in [*sorted((ROOT / "playground" / "engine").glob("*.py")), *sorted((ROOT / "kernels").glob("*.py")),
+                     *sorted((ROOT / "kernels" / "tuned").glob("*.json"))]:
             h.update(path.name.encode() + path.read_bytes())
         _fingerprint = h.hexdigest()[:16]
     return _fingerprint
 
 
-def request_key(action: str, kernel: str, source: str | None, params: dict, arch: str, options: dict) -> str:
+def file_digest(path: Path) -> str:
+    """A short hash of a file's bytes ("" if there is none)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
+def request_key(action: str, kernel: str, source: str | None, params: dict, arch: str, options: dict,
+                tuned_digest: str = "") -> str:
+    """`tuned_digest`: the server's table of the users' tuned configs (file_digest), which decides the tile a request
+    leaves out: a tuning run that lands a new config makes the answers compiled before it unreachable."""
     builtin = ROOT / "kernels" / f"{Path(kernel).name}.py"
     if source is None and builtin.is_file():
         source = builtin.read_text()
-    blob = json.dumps([action, kernel, source, params, arch, options, tilelang_version(), engine_fingerprint()],
-                      sort_keys=True, default=str)
+    blob = json.dumps([action, kernel, source, params, arch, options, tilelang_version(), engine_fingerprint(),
+                       tuned_digest], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

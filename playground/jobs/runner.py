@@ -17,11 +17,11 @@ import threading
 import time
 from typing import Callable
 
-from ..engine import ranges
+from ..engine import config_choice, ranges
 from ..engine.errors import StageError, clip, format_exception
 from ..settings import Settings, current
 from . import hardware, ray_backend, sandbox
-from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
+from .result_cache import ROOT, ResultCache, cacheable, file_digest, request_key, tilelang_version
 from .job import error
 from .pool import Pool
 from .queue import Busy, Scheduler
@@ -163,7 +163,7 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     arch = arch or hardware.default_arch(st.settings)
     timeout = float(timeout or st.settings.timeout(action))
 
-    key = request_key(action, kernel, source, params, arch, options)
+    key = request_key(action, kernel, source, params, arch, options, file_digest(_tuned_table(st)))
     if action != "compile":
         return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key)
     # One compile per key at a time: a class opening the same kernel at once (or a double click) waits for the
@@ -203,9 +203,12 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
                            "options": options}
                 if gpu:
                     _seed_ceilings(st, job)
+                _seed_tuned_table(st, job)
                 result = job.run(request, timeout, progress)
                 if gpu and _no_user_code(kernel, source) and isinstance(result, dict) and result.get("ok"):
                     _harvest_ceilings(st, job)
+                    if action == "tune":
+                        _keep_tuned_config(st, kernel, result)
             finally:
                 job.close()  # before the slot is freed: the next job gets a GPU with nothing of this one on it
                 pool.fill_later()
@@ -256,6 +259,53 @@ def _seed_ceilings(st: _State, job) -> None:
                 os.chown(p, job.uid, job.uid)
     except OSError:
         log.warning("could not give a job the GPU's ceilings", exc_info=True)
+
+
+# -- the users' tuned configs ----------------------------------------------------------------------------------------
+# A tuning run's best verified config is picked again for the nearest problem of its shape class (config_choice.py).
+# A job's data folder is its own and goes with it, so the server keeps the table (in its data folder, beside the
+# class's database): copied into each job before it starts, and extended from a tuning run of a shipped kernel that
+# ran unedited (no user code, so nobody can plant a config that others then get).
+def _tuned_table(st: _State):
+    return st.settings.data_dir / config_choice.USER_TABLE
+
+
+def _seed_tuned_table(st: _State, job) -> None:
+    table = _tuned_table(st)
+    if not table.is_file():
+        return
+    folder = job.dir / "data"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / table.name).write_bytes(table.read_bytes())
+        if job.uid is not None:
+            for p in (folder, folder / table.name):
+                os.chown(p, job.uid, job.uid)
+    except OSError:
+        log.warning("could not give a job the table of tuned configs", exc_info=True)
+
+
+def _plain(value) -> bool:
+    return isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 64)
+
+
+def _keep_tuned_config(st: _State, kernel: str, result: dict) -> None:
+    """Store the run's best config in the server's table; the answer then says so (and names no server path)."""
+    best = result.get("best") if isinstance(result.get("best"), dict) else {}
+    stored = best.get("stored") if isinstance(best.get("stored"), dict) else {}
+    problem, tile, gpu = stored.get("problem"), stored.get("tile"), stored.get("gpu")
+    if not (stored.get("ok") and stored.get("kernel") == kernel and isinstance(problem, dict)
+            and isinstance(tile, dict) and isinstance(gpu, str) and len(gpu) <= 128 and 0 < len(tile) <= 32
+            and all(_plain(v) for v in [*problem.values(), *tile.values()])):
+        return
+    try:
+        median = stored.get("median_ms")
+        config_choice.remember(kernel, problem, str(stored.get("dtype")), tile, gpu,
+                               float(median) if isinstance(median, (int, float)) else None, path=_tuned_table(st))
+    except OSError as exc:
+        best["stored"] = {"ok": False, "why": f"the server could not keep it: {exc.strerror or exc}"}
+        return
+    best["stored"] = {"ok": True, "gpu": gpu, "tuned_for": stored.get("tuned_for"), "table": "the server's"}
 
 
 def health() -> dict:

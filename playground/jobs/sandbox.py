@@ -185,7 +185,7 @@ def remove_job_dir(path: Path) -> None:
 
 # -- the environment ------------------------------------------------------------------------------------------------
 # Settings a job's worker reads back from its environment (Settings.from_env): its bounds and its own cache folder.
-JOB_SETTINGS = ("cache_dir", "processes", "threads", "no_gpu")
+JOB_SETTINGS = ("cache_dir", "data_dir", "processes", "threads", "no_gpu")
 
 
 def job_env(job_dir: str, uid: int | None, gpu_index: int | None = None,
@@ -206,7 +206,9 @@ def job_env(job_dir: str, uid: int | None, gpu_index: int | None = None,
         "PYTHONDONTWRITEBYTECODE": "1",
         "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
         "TVM_NUM_THREADS": threads,
-        **settings.replace(cache_dir=Path(job_dir) / "cache").to_env(*JOB_SETTINGS),
+        # Its caches and its data folder are its own, inside its folder: the server's data (the class's database,
+        # the table of tuned configs) is never in a job's reach; runner.py copies in what a job may read.
+        **settings.replace(cache_dir=Path(job_dir) / "cache", data_dir=Path(job_dir) / "data").to_env(*JOB_SETTINGS),
     }
     for k, v in inherited.items():  # PATH and PYTHONPATH are set above, from the server's own
         env.setdefault(k, v)
