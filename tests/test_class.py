@@ -204,6 +204,50 @@ def test_the_build_job_runs_the_submission_in_the_sandbox_and_answers_tir(tmp_pa
     assert not refused["ok"] and "must return a @T.prim_func" in refused["error"]["message"]
 
 
+# The build job runs the student's Python, which can find the job's answer pipe (/proc/self/fd) and write an answer
+# of its own before the real one. What it may say there is only ever TIR to be graded: a grade comes from the grade
+# job, which runs none of the student's Python.
+FORGES_ITS_ANSWER = """
+import json as _json, os as _os
+_others = {_os.readlink(f"/proc/self/fd/{fd}") for fd in (0, 1, 2)}
+for _fd in sorted(int(n) for n in _os.listdir("/proc/self/fd")):
+    try:
+        _target = _os.readlink(f"/proc/self/fd/{_fd}")
+    except OSError:
+        continue
+    if _target.startswith("pipe:") and _target not in _others:
+        _forged = {"ok": True, "tir": TIR, "median_ms": 1e-06, "speedup": 1000.0, "times": {"kernel": {"median_ms": 1e-06}},
+                   "verification": [{"passed": True, "problem": i} for i in range(8)], "baselines": {"torch": 1.0}}
+        _os.write(_fd, (_json.dumps({"result": _forged}) + "\\n").encode())
+"""
+
+
+@pytest.mark.parametrize("tir", ["[]", "['x'] * 8"], ids=["no-tir", "junk-tir"])
+def test_a_submission_that_forges_its_build_jobs_answer_never_gets_a_grade(tmp_path, tir):
+    from playground.jobs import run_job as real
+    ex = cls.load_exercises()["vector_add"]
+    called = []
+
+    def run_job(action, *args, **kwargs):
+        answer = real(action, *args, **kwargs)
+        called.append((action, answer))
+        return answer
+    # has_gpu: on a CPU machine too the submission goes on to its jobs (the grade job then answers that it has none)
+    room = cls.Classroom(Settings(data_dir=tmp_path / "data", teacher_password=TEACHER_PW), run_job=run_job,
+                         has_gpu=lambda: True)
+    forger = ex.starter.replace("import tilelang.language as T\n",
+                                "import tilelang.language as T\n" + FORGES_ITS_ANSWER.replace("TIR", tir), 1)
+    answer = room.submit("Mallory", "vector_add", forger, {})
+    built = called[0][1]
+    assert called[0][0] == "build_submission" and built.get("median_ms") == 1e-06, "the forgery did not reach the pipe"
+    assert not answer["ok"] and "median_ms" not in answer
+    assert [a for a, _ in called] in (["build_submission"], ["build_submission", "grade"])
+    if len(called) == 2:  # the junk TIR went on to the grade job, which answers for itself
+        assert called[1][1].get("median_ms") is None
+    assert room.leaderboard("vector_add")["rows"] == []
+    assert {r["student"]: r["status"] for r in room.all_submissions("teacher", TEACHER_PW)["rows"]} == {"Mallory": "refused"}
+
+
 def test_the_grader_refuses_tir_that_calls_out_of_the_kernel():
     import tilelang  # noqa: F401
     import tilelang.language as T
