@@ -21,6 +21,40 @@ def test_the_template_is_a_verifiable_kernel_with_sizes_and_tile_controls():
     assert c.dtypes == ["float16", "bfloat16"] and c.dtype == "float16"
 
 
+def test_a_kernel_of_ones_own_left_at_auto_gets_its_sources_defaults_and_a_typed_value_is_the_users():
+    # The same "auto" tile controls as a shipped kernel's: left out of the request, the engine takes the source's
+    # own defaults (no rule and no table for a kernel of one's own); a value typed in is sent as the user's.
+    from types import SimpleNamespace
+    from playground.engine import catalogue
+    from playground.ui import controls as ctl, gateway, own_kernel, views
+    kernel = catalogue.load(str(TEMPLATE))
+    d = {"ok": True, **kernel.describe()}
+    c = own_kernel.controls(d)
+    assert all(x.auto and x.default == ctl.AUTO_TILE for x in c.tile)
+    assert {x.name: x.factory for x in c.tile} == {n: str(v) for n, v in d["defaults"].items()
+                                                   if n in {x.name for x in c.tile}}
+    page = SimpleNamespace(own="own", dtype="dtype", arch="arch", editor="editor",
+                           p_slots=[f"p{i}" for i in range(ctl.PROBLEM_SLOTS)],
+                           t_slots=[f"t{i}" for i in range(ctl.TILE_SLOTS)])
+    data = {"own": {"source": TEMPLATE.read_text(), "entry": d["name"], "described": d}, "dtype": "float16",
+            "arch": "auto", "editor": TEMPLATE.read_text(), **{s: None for s in page.p_slots + page.t_slots}}
+    data.update({"p0": "256", "p1": "256", "p2": "256"})  # the sizes typed in; every tile slot left as it starts
+    params = own_kernel.engine_params(page, data)
+    assert params == {"M": "256", "N": "256", "K": "256", "dtype": "float16"}
+    config = kernel.resolve(params).to_json()
+    assert config["picked_by"] == "default" and config["set_by_user"] == []
+    assert config["tile"] == {x.name: int(x.factory) for x in c.tile}
+    result = gateway.call("compile", "", TEMPLATE.read_text(), params, arch="sm_90a")
+    assert result["ok"], result.get("error")
+    assert result["config"]["picked_by"] == "default" and "kernel's defaults" in views.tile_choice_text(
+        result["config"])
+    data["t0"] = "64"  # block_M typed in
+    typed = own_kernel.engine_params(page, data)
+    assert typed["block_M"] == "64" and set(typed) - set(params) == {"block_M"}
+    config = kernel.resolve(typed).to_json()
+    assert config["picked_by"] == "user" and config["tile"]["block_M"] == 64 and config["set_by_user"] == ["block_M"]
+
+
 def test_required_arguments_are_controls_without_a_value_and_are_asked_for(tmp_path):
     from playground.engine import catalogue
     from playground.ui import own_kernel

@@ -67,6 +67,25 @@ def test_compile_of_edited_source_with_params_left_out(client):
     assert result["config"]["tile"]["block_N"] == 128
 
 
+def test_a_compile_from_the_pages_default_controls_gets_the_engines_tile_for_the_size():
+    # The page sends no tile parameter left at "auto": for softmax at a size no preset has, the engine picks the
+    # tile itself (its rule, or the nearest tuned config), says so, and the page shows what "auto" became.
+    from playground.ui import controls as ctl, gateway, views
+    c = ctl.controls_for(gateway.describe("softmax"))
+    values = {**c.defaults(), "M": "32768", "N": "1024"}
+    dtype = values.pop("dtype")
+    params = ctl.engine_params(values, dtype)
+    assert params == {"M": "32768", "N": "1024", "dtype": dtype}
+    result = gateway.call("compile", "softmax", "", params, arch="sm_90a")
+    assert result["ok"], result.get("error")
+    config = result["config"]
+    assert config["picked_by"] in ("rule", "table") and config["set_by_user"] == [], config
+    picked = ctl.auto_picks(c, values, config)
+    assert set(picked) == {x.name for x in c.tile}
+    assert picked["cluster"] == "1"  # 1024-long rows fit one CTA: no cluster
+    assert f"tile config: auto: {views.tile_label(config['tile'])}" in views.resources_html(result)
+
+
 def test_broken_source_returns_the_error_with_stage_and_line(client):
     lines = gemm_source().splitlines()
     index = next(i for i, line in enumerate(lines) if "T.mbarrier_arrive(full[s])" in line)  # the shipped schedule

@@ -174,9 +174,16 @@ def test_a_resource_error_is_shown_beside_the_controls_it_names():
 def test_values_outside_the_tuned_space_are_marked_and_every_control_has_help():
     c = ctl.controls_for(GEMM_DESCRIBE)
     values = {**c.defaults(), "block_M": "96", "num_stages": "2"}
-    assert list(ctl.outside_space(c, values)) == ["block_M"]
+    assert list(ctl.outside_space(c, values)) == ["block_M"]  # the other tile controls are "auto": never warned
     assert "96" in ctl.outside_space(c, values)["block_M"] and "64, 128, 256" in ctl.outside_space(c, values)["block_M"]
     assert ctl.changed(c, values, "bfloat16") == {"block_M": "96", "num_stages": "2", "dtype": "bfloat16"}
+    # "auto" is every tile control's default: nothing to warn about, nothing changed, options included
+    a = ctl.controls_for(ATTN_DESCRIBE)
+    for k in (c, a):
+        assert ctl.outside_space(k, k.defaults()) == {} and ctl.changed(k, k.defaults()) == {}
+    assert ctl.outside_space(a, {**a.defaults(), "act": "tanh"}) == {"act": "tanh is not one of auto, relu, gelu"}
+    # a value equal to the factory's default, set by hand, is the user's (sent, and a changed value)
+    assert ctl.changed(c, {**c.defaults(), "block_M": "128"}) == {"block_M": "128"}
     from playground.ui import gateway as engine
     for name in engine.kernel_names():
         k = ctl.controls_for(engine.describe(name))
@@ -320,6 +327,27 @@ def test_history_labels_name_only_the_values_that_differ_from_the_defaults():
     assert "True" not in h[0]["label"] and "/" not in h[0]["label"]
 
 
+def test_history_labels_show_the_tile_that_ran_not_auto():
+    from playground.ui import gateway as engine
+    c = ctl.controls_for(engine.describe("softmax"))
+    values = {**c.defaults(), "M": "32768", "N": "1024"}
+    ran = {"problem": {"M": 32768, "N": 1024}, "dtype": "float16", "picked_by": "rule", "set_by_user": [],
+           "tile": {"rows_per_block": 1, "num_stages": 2, "threads": 128, "cluster": 1}}
+    h = hist.add([], "compile", "softmax", {"ok": True, "cuda": "x", "config": ran}, False,
+                 ctl.config_of(c, values, "float16"), c.factory_defaults())
+    label = h[0]["label"]
+    assert "auto" not in label and label.startswith("32768×1024 fp16 · ")
+    differs = {k: v for k, v in ran["tile"].items() if str(v) != c.factory_defaults()[k]}
+    assert differs and all(f"{k}={v}" in label for k, v in differs.items())  # what ran, as it differs
+    assert hist.choices(h)[0][0].endswith(label)  # Compare's picker reads the same
+    # a job that failed before the engine resolved a config: only what the user set is named, never "auto"
+    config = ctl.config_of(c, {**values, "threads": "512"}, "float16")
+    assert config["tile"] == {"threads": "512"}
+    failed = hist.add([], "compile", "softmax", {"ok": False, "error": {"stage": "python", "message": "x"}}, True,
+                      config, c.factory_defaults())
+    assert failed[0]["label"] == "32768×1024 fp16 · threads=512"
+
+
 # -- controls ----------------------------------------------------------------------------------------------------
 GEMM_DESCRIBE = {
     "name": "gemm", "dtypes": ["float16", "bfloat16"], "problem": ["M", "N", "K"],
@@ -342,14 +370,18 @@ def test_controls_come_from_the_kernels_declarations():
     c = ctl.controls_for(GEMM_DESCRIBE)
     assert [x.name for x in c.problem] == ["M", "N", "K"]
     assert [x.name for x in c.tile] == ["block_M", "block_N", "block_K", "num_stages", "threads", "swizzle_panel"]
-    assert c.tile[0].choices == ["64", "128", "256"] and c.tile[0].default == "128"
+    # every tile parameter and option starts at "auto" (the engine picks it); the factory's value is kept for labels
+    assert c.tile[0].choices == [ctl.AUTO_TILE, "64", "128", "256"] and c.tile[0].default == ctl.AUTO_TILE
+    assert c.tile[0].factory == "128" and all(x.auto and x.default == "auto" for x in c.tile)
+    assert c.factory_defaults()["block_N"] == "256" and c.defaults()["block_N"] == "auto"
     assert c.problem[0].choices == ["2048", "4096"]
     assert c.dtypes == ["float16", "bfloat16"] and c.dtype == "float16"
     assert ctl.preset_for(c, c.defaults()) == "4096³"
     assert ctl.preset_for(c, {"M": "256", "N": "256", "K": "256"}) == ctl.CUSTOM
     a = ctl.controls_for(ATTN_DESCRIBE)
     assert a.problem[2].choices == ["True", "False"] and not a.problem[2].custom
-    assert a.tile[1].group == "option" and a.tile[1].choices == ["relu", "gelu"]
+    assert a.tile[1].group == "option" and a.tile[1].choices == ["auto", "relu", "gelu"] and a.tile[1].factory == "relu"
+    assert not any(x.auto for x in c.problem + a.problem)  # sizes and switches are always sent
     assert len(c.problem) <= ctl.PROBLEM_SLOTS and len(c.tile) <= ctl.TILE_SLOTS
 
 
@@ -367,29 +399,97 @@ def test_url_query_sets_parameters():
     c = ctl.controls_for(GEMM_DESCRIBE)
     values, unknown = ctl.from_query(c, {"kernel": "gemm", "block_M": "64", "dtype": "bfloat16", "bogus": "1"})
     assert values["block_M"] == "64" and values["dtype"] == "bfloat16" and values["M"] == "4096"
+    assert values["block_N"] == ctl.AUTO_TILE  # a link without a tile value leaves it to the engine
     assert unknown == ["bogus"]
+    values, _ = ctl.from_query(c, {"kernel": "gemm", "block_M": "128"})  # the factory's value, set by the link
+    assert values["block_M"] == "128" and ctl.engine_params(values, "float16")["block_M"] == "128"
     values, _ = ctl.from_query(c, {"preset": "2048³", "K": "512"}, base={"block_N": "64"})
-    assert (values["M"], values["K"], values["block_N"]) == ("2048", "512", "64")
+    assert (values["M"], values["K"], values["block_N"]) == ("2048", "512", ctl.AUTO_TILE)  # the preset's pick
+    values, _ = ctl.from_query(c, {"preset": "2048³", "block_N": "64"})
+    assert (values["M"], values["block_N"], values["block_M"]) == ("2048", "64", ctl.AUTO_TILE)
     assert ctl.engine_params({"M": "256", "x": ""}, "float16") == {"M": "256", "dtype": "float16"}
     slots = ctl.values_from_slots(c, ["256", None, "256"], ["64"])
-    assert slots["M"] == "256" and slots["N"] == "4096" and slots["block_M"] == "64" and slots["threads"] == "256"
-    q = views.share_query("gemm", {"M": "4096", "block_M": "64", "dtype": "float16"}, c.defaults())
+    assert slots["M"] == "256" and slots["N"] == "4096" and slots["block_M"] == "64"
+    assert slots["threads"] == ctl.AUTO_TILE  # an empty slot is its control's default
+    q = views.share_query("gemm", {"M": "4096", "block_M": "64", "block_N": "auto", "dtype": "float16"}, c.defaults())
     assert q == "kernel=gemm&block_M=64"
+    q = views.share_query("gemm", {"M": "4096", "block_M": "128", "dtype": "float16"}, c.defaults())
+    assert q == "kernel=gemm&block_M=128"  # set by hand, even to the factory's value: the link keeps it
 
 
-def test_choosing_a_preset_sets_the_tile_tuned_for_its_size_and_leaving_it_restores_the_default():
+def test_the_default_controls_send_no_tile_parameter_so_the_engine_picks_them():
+    from playground.ui import gateway as engine
+    for name in engine.kernel_names():
+        c = ctl.controls_for(engine.describe(name))
+        values = c.defaults()
+        dtype = values.pop("dtype")
+        for control in c.problem:  # a size no preset has: only the engine's own choice can suit it
+            if not control.auto and control.custom and control.default.isdigit():
+                values[control.name] = str(int(control.default) * 3 // 2)
+        assert ctl.preset_for(c, values) == ctl.CUSTOM, name
+        params = ctl.engine_params(values, dtype)
+        assert set(params) == {x.name for x in c.problem} | {"dtype"}, (name, params)
+        # and the engine, given that request, says the tile was its own choice, not the user's
+        from playground.engine import catalogue
+        config = catalogue.load(name).resolve(params).to_json()
+        assert config["picked_by"] in ("rule", "table", "default") and config["set_by_user"] == [], (name, config)
+        assert set(ctl.auto_picks(c, {**values, "dtype": dtype}, config)) == {x.name for x in c.tile}, name
+    # one value typed in is the only tile parameter sent, and the engine says it was the user's
+    c = ctl.controls_for(engine.describe("gemm"))
+    values = {**c.defaults(), "M": "3000", "block_N": "128"}
+    params = ctl.engine_params(values, values.pop("dtype"))
+    assert set(params) - {"M", "N", "K", "dtype"} == {"block_N"}
+    from playground.engine import catalogue
+    config = catalogue.load("gemm").resolve(params).to_json()
+    assert config["set_by_user"] == ["block_N"] and "block_N set by you" in config["why"]
+    assert "block_N" not in ctl.auto_picks(c, values, config) and "block_M" in ctl.auto_picks(c, values, config)
+
+
+def test_the_page_shows_what_auto_became_and_why():
+    config = {"problem": {"M": 32768, "N": 1024}, "dtype": "float16",
+              "tile": {"rows_per_block": 1, "num_stages": 2, "threads": 128, "cluster": 1}, "picked_by": "rule",
+              "tuned_for": None, "set_by_user": [], "why": "by the rule in the kernel's file (pick_config)"}
+    text = views.tile_choice_text(config)
+    assert text == ("auto: rows_per_block=1, num_stages=2, threads=128, cluster=1 "
+                    "(by the rule in the kernel's file (pick_config))")
+    html = views.resources_html({"arch": "sm_90a", "resources": {"registers": 30}, "config": config})
+    assert "tile config: auto: rows_per_block=1, num_stages=2, threads=128, cluster=1" in html
+    partly = {**config, "picked_by": "user", "set_by_user": ["threads"],
+              "why": "threads set by you; the rest by the rule in the kernel's file (pick_config)"}
+    assert views.tile_choice_text(partly).startswith("auto: rows_per_block=1, num_stages=2, cluster=1 (threads set")
+    assert views.tile_choice_text({**config, "picked_by": "user", "set_by_user": list(config["tile"]),
+                                   "why": "set by you"}) == "set by you"
+    assert views.tile_choice_text(None) == "" and "tile config" not in views.resources_html({"resources": {}})
+    # each control left at "auto" learns its value; one the user set does not
+    from playground.ui import gateway as engine
+    c = ctl.controls_for(engine.describe("softmax"))
+    values = {**c.defaults(), "M": "32768", "N": "1024", "threads": "256"}
+    assert ctl.auto_picks(c, values, config) == {"rows_per_block": "1", "num_stages": "2", "cluster": "1"}
+    assert ctl.auto_picks(c, values, None) == {}
+
+
+def test_choosing_a_preset_leaves_its_tile_to_the_engine_which_picks_the_presets_tuned_config():
+    from playground.engine import catalogue
     from playground.ui import gateway as engine
     c = ctl.controls_for(engine.describe("softmax"))
     long_rows = next(label for label in c.presets if "32768" in label)
-    assert c.tuned[long_rows]["cluster"] != int(c.defaults()["cluster"])
-    values = ctl.preset_values(c, long_rows)
-    assert values["N"] == "32768" and values["cluster"] == str(c.tuned[long_rows]["cluster"])
-    assert "threads" not in values  # tile parameters no preset tunes are left as the user set them
-    assert ctl.preset_for(c, {**c.defaults(), **values}) == long_rows
-    back = ctl.preset_values(c, "16384×4096")
-    assert back["cluster"] == c.defaults()["cluster"]
+    assert c.tuned[long_rows]["cluster"] != int(c.factory_defaults()["cluster"])
+    typed = {**c.defaults(), "threads": "512", "cluster": "4"}  # values the user set for the size before
+    values = {**typed, **ctl.preset_values(c, long_rows)}
+    assert values["N"] == "32768" and all(values[x.name] == ctl.AUTO_TILE for x in c.tile)
+    assert ctl.preset_for(c, values) == long_rows
+    params = ctl.engine_params(values, values.pop("dtype"))
+    assert set(params) == {"M", "N", "dtype"}
+    config = catalogue.load("softmax").resolve(params).to_json()
+    assert config["picked_by"] == "preset" and config["tile"]["cluster"] == c.tuned[long_rows]["cluster"]
+    # a tile value typed in after the preset is sent as the user's; the rest still comes from the preset
+    config = catalogue.load("softmax").resolve({**params, "threads": "512"}).to_json()
+    assert config["set_by_user"] == ["threads"] and config["tile"]["threads"] == 512
+    assert config["tile"]["cluster"] == c.tuned[long_rows]["cluster"] and "tuned for" in config["why"]
+    back = ctl.preset_values(c, "16384×4096")  # leaving the tuned size leaves its tuning
+    assert back["cluster"] == ctl.AUTO_TILE and back["N"] == "4096"
     from_link, _ = ctl.from_query(c, {"preset": long_rows})
-    assert from_link["cluster"] == values["cluster"]
+    assert from_link["cluster"] == ctl.AUTO_TILE and from_link["N"] == "32768"
 
 
 # -- server bits ---------------------------------------------------------------------------------------------------

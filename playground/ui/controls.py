@@ -2,6 +2,10 @@
 
 Pure functions over the describe() dict. Every control is a dropdown whose values are strings (the URL, a typed-in
 custom value and a chosen one all arrive as text; the engine converts them by the type of the factory's default).
+
+Every tile parameter and option starts at AUTO_TILE: the page leaves it out of the request, so the engine picks it for
+the problem asked (playground/engine/config_choice.py: the preset's tuned config, the nearest tuned one, the kernel
+file's rule, or the factory default). A student changes the sizes first; the tile must follow them unless set.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from dataclasses import dataclass, field
 PROBLEM_SLOTS = 8   # dropdowns kept ready for problem sizes (gemm uses 3, attention 4 and a switch)
 TILE_SLOTS = 12     # dropdowns kept ready for tile parameters and options
 CUSTOM = "custom"
+AUTO_TILE = "auto"  # a tile control's first choice and default: left out of the request, the engine picks it
 IGNORED_QUERY = ("kernel", "preset", "arch", "__theme", "view")  # handled elsewhere, or Gradio's own
 
 
@@ -23,6 +28,12 @@ class Control:
     info: str = ""
     custom: bool = True             # may the user type a value outside the choices?
     space: list[str] = field(default_factory=list)   # the values the autotuner tries (empty: not tuned)
+    factory: str = ""               # the kernel factory's own default (a tile control's `default` is AUTO_TILE)
+
+    @property
+    def auto(self) -> bool:
+        """Whether this control may be left to the engine (a tile parameter or option with a factory default)."""
+        return self.default == AUTO_TILE
 
 
 @dataclass
@@ -40,7 +51,12 @@ class Controls:
         return [c.name for c in self.problem + self.tile]
 
     def defaults(self) -> dict[str, str]:
+        """What the controls start at: the problem's default sizes, AUTO_TILE for the tile, the dtype."""
         return {c.name: c.default for c in self.problem + self.tile} | {"dtype": self.dtype}
+
+    def factory_defaults(self) -> dict[str, str]:
+        """The kernel factory's own defaults (tile values included, as text): what labels compare a config with."""
+        return {c.name: c.factory or c.default for c in self.problem + self.tile} | {"dtype": self.dtype}
 
 
 def text(value) -> str:
@@ -79,27 +95,26 @@ def controls_for(describe: dict) -> Controls:
         if name in problem_names or name == "dtype":
             continue
         if name in options:
-            tile.append(Control(name, "option", _choices(options[name], default), text(default), "option", False))
+            tile.append(Control(name, "option", _choices([AUTO_TILE, *options[name]], default), AUTO_TILE, "option",
+                                False, factory=text(default)))
         elif name in space:
-            tile.append(Control(name, "tile", _choices(space[name], default), text(default), "tuned", True,
-                                [text(v) for v in space[name]]))
+            tile.append(Control(name, "tile", _choices([AUTO_TILE, *space[name]], default), AUTO_TILE, "tuned", True,
+                                [text(v) for v in space[name]], factory=text(default)))
         else:
             values = [True, False] if isinstance(default, bool) else [default]
-            tile.append(Control(name, "tile", _choices(values, default), text(default), "",
-                                not isinstance(default, bool)))
+            tile.append(Control(name, "tile", _choices([AUTO_TILE, *values], default), AUTO_TILE, "",
+                                not isinstance(default, bool), factory=text(default)))
     dtypes = [text(d) for d in describe.get("dtypes") or []]
     dtype = text(defaults.get("dtype", dtypes[0] if dtypes else ""))
     return Controls(describe.get("name", ""), problem, tile, dtypes, dtype, presets, describe.get("tuned") or {})
 
 
 def preset_values(controls: Controls, label: str) -> dict[str, str]:
-    """What choosing a preset sets: its sizes, and every tile parameter that some preset tunes, to this preset's
-    tuned value or else the factory default (so leaving a tuned size also leaves its tuning)."""
+    """What choosing a preset sets: its sizes, and every tile control to AUTO_TILE, so the engine picks the tile for
+    the new size (the preset's tuned config where it has one: picked_by "preset"; leaving a tuned size leaves its
+    tuning). A tile value typed in afterwards is sent as the user's."""
     out = {k: text(v) for k, v in controls.presets.get(label, {}).items()}
-    defaults = controls.defaults()
-    for name in {n for t in controls.tuned.values() for n in t}:
-        if name in defaults:
-            out[name] = text(controls.tuned.get(label, {}).get(name, defaults[name]))
+    out.update({c.name: AUTO_TILE for c in controls.tile if c.auto})
     return out
 
 
@@ -122,8 +137,9 @@ def values_from_slots(controls: Controls, problem_values: list, tile_values: lis
 
 
 def engine_params(values: dict, dtype: str | None) -> dict:
-    """What run_job gets: every parameter (the engine converts the strings), and the dtype."""
-    params = {k: v for k, v in values.items() if v is not None and v != ""}
+    """What run_job gets: every parameter the user set (the engine converts the strings), and the dtype. A tile
+    value AUTO_TILE is left out: the engine picks it for the problem (and says so in the answer's `config`)."""
+    params = {k: v for k, v in values.items() if v is not None and v != "" and v != AUTO_TILE}
     if dtype:
         params["dtype"] = dtype
     return params
@@ -161,9 +177,19 @@ def apply_tile(controls: Controls, values: dict, tile: dict) -> dict:
 
 
 def config_of(controls: Controls, values: dict, dtype: str) -> dict:
-    """The values in the engine's config shape ({"problem", "dtype", "tile"}), for labels."""
+    """The values in the engine's config shape ({"problem", "dtype", "tile"}), for labels where the engine answered
+    with no config of its own (a source that does not import): the tile values the user set, none left to AUTO_TILE
+    (what the engine would have picked is not known)."""
     return {"problem": {c.name: values.get(c.name) for c in controls.problem}, "dtype": dtype,
-            "tile": {c.name: values.get(c.name) for c in controls.tile}}
+            "tile": {c.name: values.get(c.name) for c in controls.tile if values.get(c.name) != AUTO_TILE}}
+
+
+def auto_picks(controls: Controls, values: dict, config: dict | None) -> dict[str, str]:
+    """{name: value} for each control left at AUTO_TILE, as the engine picked it for the request whose answer's
+    config this is (its `tile`): what "auto" became."""
+    tile = (config or {}).get("tile") or {}
+    return {c.name: text(tile[c.name]) for c in controls.tile
+            if c.auto and text(values.get(c.name, c.default)) == AUTO_TILE and c.name in tile}
 
 
 # -- what each parameter does ------------------------------------------------------------------------------------
@@ -219,18 +245,22 @@ def help_text(kernel: str, control: Control) -> str:
     elif control.group == "problem" and control.custom:
         where = "any size; the presets use " + ", ".join(control.choices)
     elif not control.custom:
-        where = "one of " + ", ".join(control.choices)
+        where = "one of " + ", ".join(c for c in control.choices if not (control.auto and c == AUTO_TILE))
     else:
-        where = f"default {control.default}"
+        where = f"default {control.factory or control.default}"
+    if control.auto:
+        where += f"; {AUTO_TILE}: the engine picks it for the problem"
     return f"{control.name}: {what}. {where[:1].upper() + where[1:]}." if what else f"{control.name}: {where}."
 
 
 def outside_space(controls: Controls, values: dict) -> dict[str, str]:
     """{name: why} for each value the kernel does not offer: a tile value outside the autotuner's space, or a
-    switch or option set to something that is not one of its choices."""
+    switch or option set to something that is not one of its choices. AUTO_TILE is always offered."""
     out = {}
     for c in controls.problem + controls.tile:
         v = text(values.get(c.name, c.default))
+        if c.auto and v == AUTO_TILE:
+            continue
         if c.space and v not in c.space:
             out[c.name] = f"{v} is outside the tuned space ({', '.join(c.space)})"
         elif not c.custom and v not in c.choices:
@@ -244,7 +274,8 @@ def named_in(controls: Controls, message: str) -> list[str]:
 
 
 def changed(controls: Controls, values: dict, dtype: str | None = None) -> dict[str, str]:
-    """The values that differ from the kernel's defaults ({name: value}, dtype included), in the page's order."""
+    """The values that differ from the controls' defaults ({name: value}, dtype included), in the page's order: the
+    sizes changed and the tile values set (AUTO_TILE is a tile control's default)."""
     defaults = controls.defaults()
     out = {n: text(values[n]) for n in controls.names if n in values and text(values[n]) != defaults.get(n)}
     if dtype and dtype != controls.dtype:

@@ -281,9 +281,11 @@ class Page:
             out[slot] = {**out[slot], **update} if slot in out else update
         return out
 
-    def param_marks(self, c: ctl.Controls, values: dict, error: dict | None = None) -> dict:
+    def param_marks(self, c: ctl.Controls, values: dict, error: dict | None = None,
+                    config: dict | None = None) -> dict:
         """The note beside the parameters and each slot's mark: a resource error on the controls it names (red),
-        values outside the tuned space (amber)."""
+        values outside the tuned space (amber); under each tile control left at "auto", the value the engine picked
+        for it in the answer whose `config` is given (cleared on the next edit: it was for that request)."""
         outside = ctl.outside_space(c, values)
         error = error if (error or {}).get("stage") == "resources" else None
         # The controls a resource error is about: those its message names (num_stages, say) and the tile values the
@@ -293,10 +295,14 @@ class Page:
             moved = [x.name for x in c.tile if x.name in ctl.changed(c, values) and x.name not in named]
             named = [n for n in c.names if n in named or n in moved]
         out = {self.params_note: views.params_note_html(error, named, outside)}
+        picked = ctl.auto_picks(c, values, config)
         for slots, group in ((self.p_slots, c.problem), (self.t_slots, c.tile)):
             for slot, control in zip(slots, group):
                 mark = ["pg-bad"] if control.name in named else ["pg-warn"] if control.name in outside else []
                 out[slot] = gr.update(elem_classes=["pg-slot", *mark])
+                if control.auto:  # what "auto" became, or no line
+                    out[slot]["info"] = (f"{ctl.AUTO_TILE} → {picked[control.name]}" if control.name in picked
+                                         else None)
         return out
 
     def draft_and_links(self, kernel: str, source: str, c: ctl.Controls, values: dict, dtype: str, arch,
@@ -487,7 +493,7 @@ class Page:
             last = {"cuda": result["cuda"], "line_map": result.get("line_map"), "ptx": result.get("ptx"),
                     "sass": result.get("sass"), "host": result.get("host"), "source": source, "kernel": kernel,
                     "error_line": err.get("line"),
-                    "label": f"{kernel} {hist.short_config(result.get('config'), c.defaults())}".strip()}
+                    "label": f"{kernel} {hist.short_config(result.get('config'), c.factory_defaults())}".strip()}
             selected = err.get("line") if err.get("line") in (result.get("line_map") or []) else None
             out.update(self.panes(last, selected))
             out[self.last] = last
@@ -504,7 +510,7 @@ class Page:
                                                       "verify"):
             history = hist.add(data[self.history], action, kernel, result,
                                gateway.normalize_source(kernel, source) is not None, ctl.config_of(c, values, dtype),
-                               c.defaults())
+                               c.factory_defaults())  # labels name the tile that ran, as it differs from these
             out.update(self.history_outputs(history))
         return out
 
@@ -513,7 +519,7 @@ class Page:
         if own_kernel.is_own(self, data):  # its controls may just have been read again: set whole, then marked
             return own_kernel.marks_after(self, data, result)
         _, _, c, values, _, _ = self.read(data)
-        return self.param_marks(c, values, result.get("error"))
+        return self.param_marks(c, values, result.get("error"), result.get("config"))
 
     def on_compile(self, data: dict, request: gr.Request, progress=gr.Progress()):
         result, out = self.engine_action("compile", data, request, progress)

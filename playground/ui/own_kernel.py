@@ -172,7 +172,7 @@ def marks_after(page, data: dict, result: dict) -> dict:
     resource error beside the controls it names (Page.param_marks) or the note on required arguments."""
     _, _, c, values, dtype, _ = read(page, data)
     out = control_outputs(page, c, values, dtype, data.get(page.own) or {})
-    marks = page.param_marks(c, values, (result or {}).get("error"))
+    marks = page.param_marks(c, values, (result or {}).get("error"), (result or {}).get("config"))
     for key, update in marks.items():
         out[key] = {**out[key], **update} if isinstance(out.get(key), dict) and isinstance(update, dict) else update
     if ((result or {}).get("error") or {}).get("stage") != "resources":

@@ -116,7 +116,7 @@ def resources_html(result: dict | None) -> str:
     meta = []
     if result.get("arch"):
         meta.append(f"target {esc(result['arch'])}")
-    meta += [f"tile config: {esc(why)}"] if (why := (result.get("config") or {}).get("why")) else []  # picked_by
+    meta += [f"tile config: {esc(choice)}"] if (choice := tile_choice_text(result.get("config"))) else []
     if result.get("compile_seconds") is not None:
         meta.append(f"from the cache (first compiled in {result['compile_seconds']:.2f} s)" if result.get("cached")
                     else f"compiled in {result['compile_seconds']:.2f} s")
@@ -126,6 +126,21 @@ def resources_html(result: dict | None) -> str:
                        for w in result.get("warnings") or [] if isinstance(w, dict) and w.get("message"))
     return (f'<div class="pg-resources">{items}</div>{warnings}'
             f'<div class="pg-meta">{" · ".join(meta)}</div>')
+
+
+def tile_choice_text(config: dict | None) -> str:
+    """What the engine made of the tile parameters a request left out ("auto" on the page), and why: "auto:
+    block_M=64, block_N=128, threads=128 (by the rule in the kernel's file (pick_config))"; "set by you" where the
+    request set every one. "" for an answer without a config."""
+    config = config or {}
+    tile, why = config.get("tile") or {}, config.get("why") or ""
+    if not tile:
+        return why
+    by_user = set(config.get("set_by_user") or (tile if config.get("picked_by") == "user" else ()))
+    picked = {k: v for k, v in tile.items() if k not in by_user}
+    if not picked:
+        return why or "set by you"
+    return f"auto: {tile_label(picked)}" + (f" ({why})" if why else "")
 
 
 # -- errors -----------------------------------------------------------------------------------------------------
