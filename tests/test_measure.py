@@ -12,7 +12,7 @@ import math
 import pytest
 
 from playground.engine import catalogue, measure as measure_module
-from playground.engine.bench import bench
+from playground.engine.bench import TARGETS, bench
 from playground.engine.errors import StageError
 from playground.engine.measure import (DeviceError, Measurement, MeasureOptions, Measurer, device_error, measure,
                                        problem_label, verification_failure)
@@ -173,6 +173,25 @@ def test_bench_marks_a_row_that_fails_verification_not_met_with_its_error(vector
         assert r["met"] is False and r["verified"] is False and r["ratio"] is None and r["median_ms"] is None
         assert r["error"].startswith("verify: wrong result")
     assert sum(line.startswith("FAIL") for line in lines) == 2
+
+
+def test_a_bench_row_marked_graph_is_timed_as_cuda_graph_replays_and_says_so(vector_add):
+    stand_in = StandIn()
+    seen_graph = []
+    inner = stand_in.__call__
+
+    def measure(kernel, config, options, *rest):
+        seen_graph.append(options.graph)
+        return inner(kernel, config, options, *rest)
+    opener = lambda options: Measurer(options, timer=None, ceilings=CEILINGS, measure=measure,  # noqa: E731
+                                      compile_all=lambda kernel, configs, *_, **__: [None] * len(configs),
+                                      device_info=lambda: {"name": "stand-in (no GPU)"})
+    rows = bench([("vector_add", "float16", dict(N=2**20), "torch.add", 1.0, "graph"),
+                  ("vector_add", "float16", dict(N=2**20), "torch.add", 1.0)], commit="test", log=lambda _: None,
+                 open_measurer=opener)
+    assert seen_graph == [True, False], "the same problem timed both ways is measured twice, each its own way"
+    assert [r["timing"] for r in rows] == ["graph", "events"]
+    assert any(len(t) == 6 and t[5] == "graph" for t in TARGETS), "the 2^20 vector add is timed with CUDA graphs"
 
 
 def test_bench_reports_a_kernel_that_does_not_load_as_its_rows_error():

@@ -10,6 +10,7 @@ preset's, the nearest tuned one, the kernel file's rule), what a student starts 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import functools
 import json
@@ -46,7 +47,9 @@ SOFTMAX_ROWS = [dict(M=2**26 // n, N=n) for n in (512, 1024, 2048, 4096, 8192, 1
 # FlashAttention at 32768 query tokens a head group (batch × seq_len), 512 to 16384 tokens long.
 FA_128 = [_fa(s, 128, c, batch=32768 // s) for s in (512, 1024, 2048, 4096, 8192, 16384) for c in (False, True)]
 
-# (kernel, dtype, problem, baseline: a label fragment of one of the kernel's BASELINES or "copy", target ratio)
+# (kernel, dtype, problem, baseline: a label fragment of one of the kernel's BASELINES or "copy", target ratio[,
+# timing]). timing "graph": the kernel and its baseline each timed as CUDA-graph replays of back-to-back calls
+# (timing.py), for kernels of a few microseconds, whose time one launch at a time would be mostly launch overhead.
 TARGETS = [
     *[("gemm", dt, p, "matmul", 1.00) for dt in ("float16", "bfloat16")
       for p in GEMM_SQUARES + GEMM_LLM + GEMM_SKINNY + GEMM_OFF_GRID],
@@ -59,7 +62,8 @@ TARGETS = [
     *[("softmax", "bfloat16", p, b, t) for p in SOFTMAX_ROWS if p["N"] in (1024, 4096, 32768)
       for b, t in (("copy", 0.85), ("softmax", 1.30))],
     *[("vector_add", dt, dict(N=n), "copy", 0.90) for dt in ("float16", "bfloat16") for n in (2**24, 2**28)],
-    *[("vector_add", "float16", dict(N=n), "add", 1.00) for n in (2**20, 2**24)],
+    ("vector_add", "float16", dict(N=2**24), "add", 1.00),
+    ("vector_add", "float16", dict(N=2**20), "add", 1.00, "graph"),  # 2 MiB a vector: ~3 µs, a launch's order
     # SDPA (cuDNN's attention on Hopper): 1.05× at head dim 128, 1.0× at 64 and 256
     *[("flash_attention", "float16", p, "SDPA", 1.05) for p in FA_128],
     *[("flash_attention", "bfloat16", p, "SDPA", 1.05) for p in FA_128 if p["seq_len"] in (4096, 16384)],
@@ -67,6 +71,14 @@ TARGETS = [
       for p in (_fa(2048, 64, c, batch=16, heads=16), _fa(8192, 64, c, batch=4))],
     *[("flash_attention", "bfloat16", _fa(4096, 256, c, batch=4, heads=16), "SDPA", 1.00) for c in (False, True)],
 ]
+
+
+def timing_of(target: tuple) -> str:
+    """"graph" or "events" (one launch per sample, CUDA events around it)."""
+    timing = target[5] if len(target) > 5 else "events"
+    if timing not in ("events", "graph"):
+        raise ValueError(f"{target[:3]}: timing {timing!r} is neither 'events' nor 'graph'")
+    return timing
 
 
 def git_commit() -> str | None:
@@ -121,10 +133,10 @@ def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None,
     stamp = {"device": gpu["name"], "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
              "commit": commit or git_commit(), "clocks_mhz": gpu.get("clocks_mhz"), "driver": gpu.get("driver"),
              "torch": gpu.get("torch"), "copy_gbps": ceil["copy_gbps"]}
-    # One problem per (kernel, dtype, problem); several targets may share it.
+    # One measurement per (kernel, dtype, problem, timing); several targets may share it.
     groups: dict[tuple, list] = {}
     for t in targets:
-        groups.setdefault((t[0], t[1], json.dumps(t[2], sort_keys=True)), []).append(t)
+        groups.setdefault((t[0], t[1], json.dumps(t[2], sort_keys=True), timing_of(t)), []).append(t[:5])
     kernels, configs, failed = {}, {}, {}  # failed: a group's load or resolve error, which becomes its rows' error
     for name in dict.fromkeys(t[0] for t in targets):
         try:
@@ -148,10 +160,12 @@ def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None,
     rows = []
     for key, group in groups.items():
         k = kernels.get(key[0])
+        own = dataclasses.replace(options, graph=True) if key[3] == "graph" else None
         m = (Measurement(Config(json.loads(key[2]), key[1], {}), error=failed[key]) if key in failed else
-             measurer.measure(k, configs[key]))
+             measurer.measure(k, configs[key], options=own))
         for name, dtype, problem, fragment, target in group:
-            row = {"kernel": name, **bench_row(m, k, dtype, problem, fragment, target, ceil), **stamp}
+            row = {"kernel": name, **bench_row(m, k, dtype, problem, fragment, target, ceil), "timing": key[3],
+                   **stamp}
             rows.append(row)
             if row["error"]:
                 log(f"FAIL {name:15} {dtype:8} {row['shape']:24} vs {row['baseline'][:34]:34} {row['error']}")

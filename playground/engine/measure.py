@@ -328,12 +328,14 @@ class Measurer:
                 self.compile_errors[self._key(kernel, c)] = e
         return errors
 
-    def measure(self, kernel: Kernel, config: Config, progress: Progress = quiet) -> Measurement:
+    def measure(self, kernel: Kernel, config: Config, progress: Progress = quiet,
+                options: MeasureOptions | None = None) -> Measurement:
+        """`options`: this measurement's own (a bench row timed as CUDA-graph replays), else the plan's."""
         if self.lost_at is not None:
             return Measurement(config, error=DeviceError(
                 f"not measured: the CUDA context was lost at {self.lost_at}; start a new job", context_lost=True))
-        m = self.measure_fn(kernel, config, self.options, self.timer, self.compile_errors.get(self._key(kernel, config)),
-                            progress)
+        m = self.measure_fn(kernel, config, options or self.options, self.timer,
+                            self.compile_errors.get(self._key(kernel, config)), progress)
         if m.context_lost:
             self.lost_at = f"{kernel.name} {problem_label(config.problem)}"
         import torch
