@@ -100,7 +100,18 @@ def test_tensor_core_kernels_use_wgmma_and_tma_on_hopper(name):
 
 def test_flash_attention_runs_the_softmax_while_the_tensor_cores_do_p_v():
     k = catalogue.load("flash_attention")
-    ptx = compile_kernel(k, k.resolve(small("flash_attention")), "sm_90a")["ptx"]
+    overlapped = compile_kernel(k, k.resolve(small("flash_attention")), "sm_90a")
+    ptx = overlapped["ptx"]
+    # Its loop lives in kernels/flash_attention_hopper.py (and _persistent.py): the CUDA lines made there are named
+    # by those files' lines, and quoted
+    helpers = ("flash_attention_hopper.py", "flash_attention_persistent.py")
+    named = {o for o in overlapped["line_origins"] if o}
+    assert named and {o.split(":")[0] for o in named} <= set(helpers), named
+    quotes = overlapped["origin_lines"]
+    assert any("copy(K[" in q for q in quotes.values()), "the K tile's load is quoted from the helper file"
+    for o, q in quotes.items():
+        name, line = o.split(":")
+        assert (ROOT / "kernels" / name).read_text().splitlines()[int(line) - 1].strip()[:200] == q
     # The loop waits for all but the newest wgmma group (S = Q Kᵀ ready, P V still running), then for all.
     assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
     plain = compile_kernel(k, k.resolve({**small("flash_attention"), "overlap": False, "persistent": False}),
@@ -438,6 +449,17 @@ def test_line_directives_become_a_map_and_leave_the_code():
     clean, line_map = split_line_directives(cuda, "/k.py")
     assert clean.splitlines() == ["#include <x>", "int a;", "int b;", "}", "int c;"]
     assert line_map == [None, 7, None, None, 9]
+
+
+def test_lines_from_a_kernel_module_beside_the_file_are_named_by_that_module_and_line(tmp_path):
+    from playground.engine.compile import origin_quotes, split_line_directives_with_origins
+    (tmp_path / "helper.py").write_text("a\nT.copy(K[0], K_s)\n")
+    cuda = (f'#line 3 "{tmp_path}/k.py"\nint a;\n#line 2 "{tmp_path}/helper.py"\nint b;\n'
+            '#line 40 "/site/tilelang/copy_op.py"\nint c;\n')
+    clean, line_map, origins = split_line_directives_with_origins(cuda, str(tmp_path / "k.py"))
+    assert clean.splitlines() == ["int a;", "int b;", "int c;"]
+    assert line_map == [3, None, None] and origins == [None, "helper.py:2", None], "TileLang's own files are not"
+    assert origin_quotes(origins, (tmp_path,)) == {"helper.py:2": "T.copy(K[0], K_s)"}
 
 
 def test_macro_expansions_are_attributed_to_the_next_matching_operation():
