@@ -113,8 +113,10 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
     page.wait_for_function("() => document.querySelector('#pg-editor .cm-content').innerText.includes('def gemm')")
     for name in ("M", "N", "K"):
         type_value(page, slot(page, name), "256")
-    choose(page, slot(page, "block_N"), "128")
-    assert slot(page, "block_N").locator("input").input_value() == "128"
+    # every tile parameter starts at "auto" (the engine picks it for the size); block_N is set by hand
+    assert slot(page, "block_M").locator("input").input_value() == "auto"
+    choose(page, slot(page, "block_N"), "64")
+    assert slot(page, "block_N").locator("input").input_value() == "64"
 
     page.click("#pg-compile")
     status = wait_idle(page)
@@ -127,8 +129,12 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
     resources = page.inner_text("#pg-resources")
     for label in ("Registers", "Shared memory", "Spills", "Threads", "Grid"):
         assert label in resources, resources
-    # 3 stages of 128 × 64 A and 64 × 128 B tiles and one 128 × 128 C tile, in fp16: block_N reached the engine
-    assert "128 KiB dynamic" in resources, resources
+    # 3 stages of 64 × 64 A and B tiles and one 64 × 64 C tile, in fp16: block_N=64 reached the engine (the rule
+    # picks 128 at 256³), and block_M=64 is the rule's pick for a problem this small, shown under its control
+    assert "56 KiB dynamic" in resources, resources
+    assert "tile config: auto → block_M=64" in resources and "block_N set by you" in resources, resources
+    assert "auto → 64" in slot(page, "block_M").inner_text(), slot(page, "block_M").inner_text()
+    assert "set by you" in slot(page, "block_N").inner_text() and "auto →" not in slot(page, "block_N").inner_text()
     assert "SASS" in resources and "tensor core" in resources, resources  # the instruction mix
 
     # The SASS tab: what ptxas made of it, highlighted (opcodes as keywords)
@@ -159,7 +165,12 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
     # The draft (parameters too) survives a reload.
     open_page(page, url)
     assert "Restored your draft of gemm" in page.inner_text("#pg-status")
-    assert slot(page, "block_N").locator("input").input_value() == "128"
+    assert slot(page, "block_N").locator("input").input_value() == "64"
+    assert slot(page, "block_M").locator("input").input_value() == "auto"
+    # a preset sets its sizes and leaves the whole tile to the engine again (its tuned config, where it has one)
+    choose(page, page.locator("#pg-preset"), "2048³")
+    assert slot(page, "M").locator("input").input_value() == "2048"
+    assert slot(page, "block_N").locator("input").input_value() == "auto"
 
 
 def test_broken_source_shows_stage_line_and_log(page, url):

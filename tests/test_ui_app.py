@@ -83,7 +83,7 @@ def test_a_compile_from_the_pages_default_controls_gets_the_engines_tile_for_the
     picked = ctl.auto_picks(c, values, config)
     assert set(picked) == {x.name for x in c.tile}
     assert picked["cluster"] == "1"  # 1024-long rows fit one CTA: no cluster
-    assert f"tile config: auto: {views.tile_label(config['tile'])}" in views.resources_html(result)
+    assert f"tile config: auto → {views.tile_label(config['tile'])}" in views.resources_html(result)
 
 
 def test_broken_source_returns_the_error_with_stage_and_line(client):

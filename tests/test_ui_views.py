@@ -280,6 +280,13 @@ def test_tune_table_chart_and_best():
     assert len(fig.data[0].x) == len(timed)
     values = ctl.apply_tile(ctl.controls_for(GEMM_DESCRIBE), {"block_M": "64"}, tune["best"]["tile"])
     assert values["block_M"] == "128" and values["block_N"] == "256"
+    # "Apply best" over controls left at "auto" sets explicit numbers: the user's values from then on
+    c = ctl.controls_for(GEMM_DESCRIBE)
+    applied = ctl.apply_tile(c, c.defaults(), tune["best"]["tile"])
+    params = ctl.engine_params(applied, "float16")
+    assert {k: params[k] for k in tune["best"]["tile"] if k in c.names} == {
+        k: str(v) for k, v in tune["best"]["tile"].items() if k in c.names}
+    assert ctl.changed(c, applied).keys() >= {k for k in tune["best"]["tile"] if k in c.names}
 
 
 def test_sweep_chart_and_table():
@@ -450,13 +457,13 @@ def test_the_page_shows_what_auto_became_and_why():
               "tile": {"rows_per_block": 1, "num_stages": 2, "threads": 128, "cluster": 1}, "picked_by": "rule",
               "tuned_for": None, "set_by_user": [], "why": "by the rule in the kernel's file (pick_config)"}
     text = views.tile_choice_text(config)
-    assert text == ("auto: rows_per_block=1, num_stages=2, threads=128, cluster=1 "
+    assert text == ("auto → rows_per_block=1, num_stages=2, threads=128, cluster=1 "
                     "(by the rule in the kernel's file (pick_config))")
     html = views.resources_html({"arch": "sm_90a", "resources": {"registers": 30}, "config": config})
-    assert "tile config: auto: rows_per_block=1, num_stages=2, threads=128, cluster=1" in html
+    assert "tile config: auto → rows_per_block=1, num_stages=2, threads=128, cluster=1" in html
     partly = {**config, "picked_by": "user", "set_by_user": ["threads"],
               "why": "threads set by you; the rest by the rule in the kernel's file (pick_config)"}
-    assert views.tile_choice_text(partly).startswith("auto: rows_per_block=1, num_stages=2, cluster=1 (threads set")
+    assert views.tile_choice_text(partly).startswith("auto → rows_per_block=1, num_stages=2, cluster=1 (threads set")
     assert views.tile_choice_text({**config, "picked_by": "user", "set_by_user": list(config["tile"]),
                                    "why": "set by you"}) == "set by you"
     assert views.tile_choice_text(None) == "" and "tile config" not in views.resources_html({"resources": {}})

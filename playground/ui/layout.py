@@ -285,7 +285,8 @@ class Page:
                     config: dict | None = None) -> dict:
         """The note beside the parameters and each slot's mark: a resource error on the controls it names (red),
         values outside the tuned space (amber); under each tile control left at "auto", the value the engine picked
-        for it in the answer whose `config` is given (cleared on the next edit: it was for that request)."""
+        for it in the answer whose `config` is given, "set by you" under the others (cleared on the next edit: it
+        was for that request)."""
         outside = ctl.outside_space(c, values)
         error = error if (error or {}).get("stage") == "resources" else None
         # The controls a resource error is about: those its message names (num_stages, say) and the tile values the
@@ -300,9 +301,9 @@ class Page:
             for slot, control in zip(slots, group):
                 mark = ["pg-bad"] if control.name in named else ["pg-warn"] if control.name in outside else []
                 out[slot] = gr.update(elem_classes=["pg-slot", *mark])
-                if control.auto:  # what "auto" became, or no line
-                    out[slot]["info"] = (f"{ctl.AUTO_TILE} → {picked[control.name]}" if control.name in picked
-                                         else None)
+                if control.auto:  # what "auto" became; beside it, a value the user set says so
+                    out[slot]["info"] = (f"{ctl.AUTO_TILE} → {picked[control.name]}" if control.name in picked else
+                                         "set by you" if picked else None)
         return out
 
     def draft_and_links(self, kernel: str, source: str, c: ctl.Controls, values: dict, dtype: str, arch,

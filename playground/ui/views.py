@@ -129,7 +129,7 @@ def resources_html(result: dict | None) -> str:
 
 
 def tile_choice_text(config: dict | None) -> str:
-    """What the engine made of the tile parameters a request left out ("auto" on the page), and why: "auto:
+    """What the engine made of the tile parameters a request left out ("auto" on the page), and why: "auto →
     block_M=64, block_N=128, threads=128 (by the rule in the kernel's file (pick_config))"; "set by you" where the
     request set every one. "" for an answer without a config."""
     config = config or {}
@@ -140,7 +140,7 @@ def tile_choice_text(config: dict | None) -> str:
     picked = {k: v for k, v in tile.items() if k not in by_user}
     if not picked:
         return why or "set by you"
-    return f"auto: {tile_label(picked)}" + (f" ({why})" if why else "")
+    return f"auto → {tile_label(picked)}" + (f" ({why})" if why else "")
 
 
 # -- errors -----------------------------------------------------------------------------------------------------
