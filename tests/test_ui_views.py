@@ -85,6 +85,17 @@ def test_line_marks_follow_the_line_map():
     assert "from source line 30: line 30 &lt;src&gt;" in rows[3]  # the tooltip quotes the source, escaped
 
 
+def test_a_cuda_line_made_by_an_imported_kernel_module_names_that_module_and_line():
+    origins = [None, None, "flash_attention_hopper.py:169", None, None]
+    html = code_html(CUDA, "cuda", line_map=[None, 20, None, 30, None], origins=origins,
+                     origin_lines={"flash_attention_hopper.py:169": "T.copy(K[bz, k], K_shared)"},
+                     source_lines=SOURCE.splitlines())
+    rows = lines_of(html)
+    assert "pg-has-origin" in rows[2].split(">")[0] and "data-src" not in rows[2]
+    assert "from flash_attention_hopper.py line 169: T.copy(K[bz, k], K_shared)" in rows[2]
+    assert "pg-has-origin" not in rows[1] and "from source line 20" in rows[1], "the file's own lines come first"
+
+
 def test_source_line_choices_list_the_mapped_lines_with_their_text():
     choices = source_line_choices(SOURCE, LINE_MAP)
     assert [n for _, n in choices] == [20, 22, 30]

@@ -76,13 +76,17 @@ def token_lines(text: str, language: str = "cuda") -> list[str]:
 
 def code_html(text: str, language: str = "cuda", *, line_map: list | None = None,
               marked: Iterable[int] = (), error_lines: Iterable[int] = (), first_line: int = 1,
-              source_lines: list[str] | None = None, elem_class: str = "", empty: str = "nothing yet") -> str:
+              source_lines: list[str] | None = None, elem_class: str = "", empty: str = "nothing yet",
+              origins: list | None = None, origin_lines: dict | None = None) -> str:
     """A highlighted listing with line numbers.
 
     line_map:     for listing line i+1, the user source line it came from (or None); each line then carries
                   data-src and a tooltip quoting that source line (from `source_lines`, the user file's lines).
     marked:       source lines whose listing lines are marked (through line_map), e.g. the chosen one.
     error_lines:  source lines whose listing lines are marked as an error's.
+    origins:      for a listing line made by a kernel module the file imports rather than the file itself,
+                  "module.py:N" (compile's line_origins); the line then carries a tooltip quoting that line
+                  (`origin_lines`) and the class pg-has-origin.
     """
     if not text:
         return f'<div class="pg-code pg-empty {elem_class}">{html.escape(empty)}</div>'
@@ -106,6 +110,12 @@ def code_html(text: str, language: str = "cuda", *, line_map: list | None = None
             if source_lines and 0 < src <= len(source_lines):
                 quote = ": " + source_lines[src - 1].strip()
             attrs = f' data-src="{src}" title="{html.escape(f"from source line {src}{quote}")}"'
+        elif origins and i < len(origins) and origins[i]:
+            where = origins[i]
+            name, _, number = where.rpartition(":")
+            quote = (origin_lines or {}).get(where)
+            classes.append("pg-has-origin")
+            attrs = f' title="{html.escape(f"from {name} line {number}" + (f": {quote}" if quote else ""))}"'
         out.append(f'<div class="{" ".join(classes)}"{attrs}><span class="pg-no">{number}</span>'
                    f'<span class="pg-tx">{body or " "}</span></div>')
     if cut > 0:

@@ -340,7 +340,8 @@ class Page:
             return code_html("", empty="Compile to see the generated CUDA.")
         err = last.get("error_line")
         return Page.stale(last) + code_html(
-            last["cuda"], "cuda", line_map=last.get("line_map"),
+            last["cuda"], "cuda", line_map=last.get("line_map"), origins=last.get("line_origins"),
+            origin_lines=last.get("origin_lines"),
             marked=[int(selected)] if selected not in (None, "") else [], error_lines=[err] if err else [],
             source_lines=(last.get("source") or "").splitlines())
 
@@ -492,6 +493,7 @@ class Page:
         previous = data[self.last]
         if result.get("cuda"):
             last = {"cuda": result["cuda"], "line_map": result.get("line_map"), "ptx": result.get("ptx"),
+                    "line_origins": result.get("line_origins"), "origin_lines": result.get("origin_lines"),
                     "sass": result.get("sass"), "host": result.get("host"), "source": source, "kernel": kernel,
                     "error_line": err.get("line"),
                     "label": f"{kernel} {hist.short_config(result.get('config'), c.factory_defaults())}".strip()}

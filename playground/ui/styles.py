@@ -66,7 +66,8 @@ CSS = """
 .pg-line .pg-tx { white-space: pre; color: #e6edf3; }  /* text outside any token: Gradio's prose colour is dark */
 .pg-line.pg-cut .pg-tx, .pg-diff .pg-dhdr .pg-tx { color: #8b949e; }
 .pg-diff .pg-dhunk .pg-tx { color: #79c0ff; }
-.pg-line.pg-has-src { cursor: help; }
+.pg-line.pg-has-src, .pg-line.pg-has-origin { cursor: help; }
+.pg-line.pg-has-origin .pg-no { color: #a371f7; }  /* made by a kernel module the file imports: hover says which line */
 .pg-line.pg-mark { background: rgba(56,139,253,0.20); border-left-color: #388bfd; }
 .pg-line.pg-sel { background: rgba(163,113,247,0.24); border-left-color: #a371f7; }
 .pg-line.pg-hover { background: rgba(210,153,34,0.20); border-left-color: #d29922; }
