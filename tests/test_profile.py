@@ -184,6 +184,34 @@ def test_a_memcheck_error_names_the_users_line_through_its_sass_offset(vector_ad
     assert locate(error, info["sass"], info["line_map"], tuple(info["cuda_files"])) == line
 
 
+def test_stalls_and_memcheck_errors_in_a_schedule_kept_in_an_imported_module_name_its_line(tmp_path):
+    """flash_attention keeps its Hopper schedule in kernels/flash_attention_hopper.py: what waits there, or reads
+    out of bounds there, is named by that file's line and quoted, not lost as "generated code"."""
+    from playground.ui.profile_view import memcheck_html, profile_html
+    kernel = catalogue.load("flash_attention")
+    config = kernel.resolve({"batch": 1, "heads": 1, "seq_len": 256, "dim": 128, "causal": True})
+    _, info = build_with_line_table(kernel, config, "sm_90a", tmp_path)
+    table = info["sass"][info["functions"][0]]
+    helper = [i for i, r in enumerate(table) if user_line(r["cuda_line"], info["line_map"]) is None
+              and user_line(r["cuda_line"], info["origins"])]
+    assert helper, "the schedule's instructions come from flash_attention_hopper.py"
+    where = user_line(table[helper[0]]["cuda_line"], info["origins"])
+    assert where.startswith("flash_attention_hopper.py:") and where in info["origin_lines"]
+    groups = parse_source(source_page(table, {helper[0]: {"long_sb": 60}}))
+    result = stalls_by_line(groups[0]["rows"], table, info["line_map"], kernel.source, info["origins"],
+                            info["origin_lines"])
+    top = result["lines"][0]
+    assert top["line"] == where and top["code"] == info["origin_lines"][where] and top["samples"] == 60
+    assert result["mapped_share"] == pytest.approx(1.0)
+    assert where in profile_html({"ok": True, "source": result})
+    error = parse_sanitizer(memcheck_log(table[helper[0]]["offset"], 99999))["errors"][0]
+    assert locate(error, info["sass"], info["line_map"], tuple(info["cuda_files"]), info["origins"]) == where
+    error.update(line=where, code=info["origin_lines"][where])
+    page = memcheck_html({"ok": True, "runs": [{"tool": "memcheck", "guards": True, "problems": [], "errors": [error],
+                                                "error_count": 1}]})
+    assert where in page and "pg-src-link" not in page.split(where)[0][-80:]
+
+
 def test_a_racecheck_hazard_and_a_clean_run_parse():
     log = """========= COMPUTE-SANITIZER
 ========= Error: Race reported between Write access at main_kernel+0x2d0 in /job/tmp/k/tvm_kernels.cu:30

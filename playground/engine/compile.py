@@ -106,6 +106,11 @@ def split_line_directives_with_origins(cuda: str, user_file: str, source: str = 
     return "\n".join(out) + "\n", line_map, origins
 
 
+def kernel_module_dirs(user_file: str) -> tuple[Path, ...]:
+    """Where the kernel modules a kernel file may import live: beside it, and the shipped kernels' folder."""
+    return (Path(user_file).parent, Path(__file__).resolve().parents[2] / "kernels")
+
+
 def origin_quotes(origins: list[str | None], folders: tuple[Path, ...]) -> dict[str, str]:
     """{"file.py:N": that line's text} for each origin named, read from the first of `folders` that has the file."""
     quotes: dict[str, str] = {}
@@ -484,7 +489,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
             progress("ptxas: registers, shared memory and SASS", 0.85)
         figures, ptxas_log, sass = ptxas_resources(ptx_files[0], arch)
 
-    kernel_dirs = (Path(user_file).parent, Path(__file__).resolve().parents[2] / "kernels")
+    kernel_dirs = kernel_module_dirs(user_file)
     cuda, line_map, origins = split_line_directives_with_origins(jit.get_kernel_source(), user_file, kernel.source,
                                                                   kernel_dirs)
     launch = launch_info(jit)

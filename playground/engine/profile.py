@@ -289,16 +289,21 @@ def parse_source(text: str) -> list[dict]:
     return [g for g in groups if g["rows"]]
 
 
-def stalls_by_line(rows: list[dict], table: list[dict], line_map: list, source: str) -> dict:
+def stalls_by_line(rows: list[dict], table: list[dict], line_map: list, source: str,
+                   origins: list | None = None, origin_lines: dict | None = None) -> dict:
     """The profiled instructions' stall samples added up per TileLang line: {"lines": [{"line", "code",
     "samples", "share", "stalls", "executed", "instructions", "top"}], "unmapped": {...}, "mapped_share"}.
-    `top` is the line's instruction with the most samples (its SASS text), so a student sees what waits."""
+    `top` is the line's instruction with the most samples (its SASS text), so a student sees what waits.
+    `origins` (compile.split_line_directives_with_origins): a CUDA line made by a kernel module the file imports
+    (flash_attention's Hopper schedule) counts for that module's line, whose "line" is then "module.py:N"."""
     index = align(rows, table)
     lines_text = source.splitlines()
-    per: dict[int | None, dict] = {}
+    per: dict[int | str | None, dict] = {}
     total = sum(r["samples"] for r in rows) or 0.0
     for r, j in zip(rows, index):
         line = user_line(table[j]["cuda_line"], line_map) if j is not None else None
+        if line is None and j is not None:
+            line = user_line(table[j]["cuda_line"], origins or [])
         e = per.setdefault(line, {"line": line, "samples": 0.0, "stalls": {}, "executed": 0.0, "instructions": 0,
                                   "top": None, "top_samples": -1.0})
         e["samples"] += r["samples"]
@@ -313,7 +318,10 @@ def stalls_by_line(rows: list[dict], table: list[dict], line_map: list, source: 
         e.pop("top_samples")
         e["share"] = e["samples"] / total if total else 0.0
         e["stalls"] = dict(sorted(e["stalls"].items(), key=lambda kv: -kv[1]))
-        e["code"] = lines_text[line - 1].strip() if line and 0 < line <= len(lines_text) else None
+        if isinstance(line, str):
+            e["code"] = (origin_lines or {}).get(line)
+        else:
+            e["code"] = lines_text[line - 1].strip() if line and 0 < line <= len(lines_text) else None
         if line is not None:
             out.append(e)
     out.sort(key=lambda e: -e["samples"])
@@ -395,21 +403,23 @@ def _add_locations(error: dict, text: str) -> None:
                                    "line": int(loc.group("line")) if loc.group("line") else None})
 
 
-def locate(error: dict, tables: dict[str, list[dict]], line_map: list, cuda_file_names: tuple = ()) -> int | None:
+def locate(error: dict, tables: dict[str, list[dict]], line_map: list, cuda_file_names: tuple = (),
+           origins: list | None = None) -> int | str | None:
     """The TileLang line of a sanitizer error: through its SASS offset (our line table), else through the CUDA file
-    and line it names."""
-    for loc in error["locations"]:
-        table = tables.get(loc["function"] or "") or (next(iter(tables.values())) if len(tables) == 1 else None)
-        if table:
-            for row in table:
-                if row["offset"] == loc["offset"]:
-                    line = user_line(row["cuda_line"], line_map)
-                    if line:
-                        return line
-        if loc["file"] and loc["line"] and (not cuda_file_names or Path(loc["file"]).name in cuda_file_names):
-            line = user_line(loc["line"], line_map)
-            if line:
-                return line
+    and line it names. A line of a kernel module the file imports comes back as "module.py:N" (`origins`)."""
+    for maps in (line_map, origins or []):
+        for loc in error["locations"]:
+            table = tables.get(loc["function"] or "") or (next(iter(tables.values())) if len(tables) == 1 else None)
+            if table:
+                for row in table:
+                    if row["offset"] == loc["offset"]:
+                        line = user_line(row["cuda_line"], maps)
+                        if line:
+                            return line
+            if loc["file"] and loc["line"] and (not cuda_file_names or Path(loc["file"]).name in cuda_file_names):
+                line = user_line(loc["line"], maps)
+                if line:
+                    return line
     return None
 
 
@@ -537,7 +547,8 @@ def profile(kernel: Kernel, config: Config, arch: str | None = None, workdir=Non
                  groups[0] if groups else None)
     table = build["sass"].get(group["function"], []) if group and group["function"] in build["sass"] else \
         (build["sass"].get(function) or [])
-    source = stalls_by_line(group["rows"], table, build["line_map"], kernel.source) if group else None
+    source = stalls_by_line(group["rows"], table, build["line_map"], kernel.source, build.get("origins"),
+                            build.get("origin_lines")) if group else None
     data = rep.read_bytes()
     result = {"ok": True, "kernel": kernel.name, "config": config.to_json(), "arch": arch,
               "source_file": str(kernel.path), "ncu": _version(ncu), "function": function,
@@ -597,14 +608,17 @@ def memcheck(kernel: Kernel, config: Config, arch: str | None = None, workdir=No
         if err.exists() and json.loads(err.read_text()).get("stage") != "device":
             _launcher_outcome(folder, out)
         parsed = parse_sanitizer(log)
-        tables, line_map, cuda_files = {}, [], set()
+        tables, line_map, cuda_files, origins, quotes = {}, [], set(), [], {}
         for b in builds:
             tables.update(b["sass"])
             line_map = line_map or b["line_map"]
+            origins = origins or b.get("origins") or []
+            quotes.update(b.get("origin_lines") or {})
             cuda_files.update(b.get("cuda_files") or [])
         for e in parsed["errors"]:
-            e["line"] = locate(e, tables, line_map, tuple(cuda_files))
-            e["code"] = lines_text[e["line"] - 1].strip() if e["line"] and e["line"] <= len(lines_text) else None
+            e["line"] = line = locate(e, tables, line_map, tuple(cuda_files), origins)
+            e["code"] = (quotes.get(line) if isinstance(line, str) else
+                         lines_text[line - 1].strip() if line and line <= len(lines_text) else None)
         runs.append({"tool": tool, "guards": guards, "problems": probs, "errors": parsed["errors"],
                      "error_count": parsed["error_count"], "exit_status": rc,
                      "log": clip(log, 6000) if parsed["errors"] else ""})
@@ -631,13 +645,15 @@ def build_with_line_table(kernel: Kernel, config: Config, arch: str, folder: Pat
     kernel and {"line_map", "functions", "sass": {function: line table}, "cuda_files"}."""
     import tempfile
     import tilelang
-    from .compile import make_prim_func, split_line_directives, tilelang_error
+    from .compile import kernel_module_dirs, make_prim_func, origin_quotes, split_line_directives_with_origins, \
+        tilelang_error
     prim_func = make_prim_func(kernel, config)
     kept: dict = {}
+    folders = kernel_module_dirs(str(kernel.path))
 
     def strip_directives(code: str, target) -> str:
-        stripped, line_map = split_line_directives(code, str(kernel.path), kernel.source)
-        kept["line_map"] = line_map
+        stripped, kept["line_map"], kept["origins"] = split_line_directives_with_origins(
+            code, str(kernel.path), kernel.source, folders)
         return stripped
 
     with tempfile.TemporaryDirectory(prefix="nvcc-keep-", dir=folder) as keep:
@@ -669,6 +685,8 @@ def build_with_line_table(kernel: Kernel, config: Config, arch: str, folder: Pat
                     sass = sass_line_table(dis.stdout)
                     cuda_files += sorted({Path(m.group(1)).name for m in _FILE_LINE.finditer(dis.stdout)
                                           if m.group(1).endswith(".cu")})
+    origins = kept.get("origins") or []
     info = {"line_map": kept.get("line_map") or [], "functions": list(sass), "sass": sass,
+            "origins": origins, "origin_lines": origin_quotes(origins, folders) if any(origins) else {},
             "cuda_files": sorted(set(cuda_files)), "problem": config.problem, "guards": guards}
     return jit, info

@@ -44,6 +44,15 @@ def _error(result: dict, what: str) -> str:
             f'{_esc(err.get("message", ""))}</div>')
 
 
+def _line_cell(line) -> str:
+    """A line of the file in the editor links to it; "module.py:N" (a kernel module the file imports) is named."""
+    if isinstance(line, int):
+        return f'<a class="pg-src-link" data-line="{line}">{line}</a>'
+    if line:
+        return f'<span title="a line of a kernel module your file imports">{_esc(line)}</span>'
+    return "–"
+
+
 def profile_html(result: dict | None) -> str:
     if not result:
         return ('<div class="pg-placeholder">Click “Profile” to run the kernel once under Nsight Compute (needs the '
@@ -71,12 +80,12 @@ def profile_html(result: dict | None) -> str:
             reasons = ", ".join(
                 f'<span title="{_esc(meaning.get(k, k))}">{_esc(k)} {v / (e["samples"] or 1):.0%}</span>'
                 for k, v in list(e["stalls"].items())[:3])
-            rows.append([f'<a class="pg-src-link" data-line="{e["line"]}">{e["line"]}</a>',
+            rows.append([_line_cell(e["line"]),
                          f"<code>{_esc(e.get('code'))}</code>", _bar(e["share"]), reasons or "–",
                          f"<code>{_esc(e.get('top'))}</code>"])
         mapped = src.get("mapped_share")
-        note = (f"{mapped:.0%} of the samples fall on a line of your source; the rest on code TileLang generated "
-                f"around it." if mapped is not None else "")
+        note = (f"{mapped:.0%} of the samples fall on a line of your source (or of a kernel module it imports, "
+                f"named by file); the rest on code TileLang generated around it." if mapped is not None else "")
         out.append("<h4>Where the warps wait, per line of your source</h4>")
         out.append(_table(["line", "source", "share of stall samples", "why (top reasons)", "hottest instruction"],
                           rows, "pg-profile-lines"))
@@ -130,7 +139,7 @@ def memcheck_html(result: dict | None) -> str:
         if not run["error_count"]:
             out.append(f'<div class="pg-status ok">{_esc(what)}: no errors ({_esc(shapes)})</div>')
             continue
-        rows = [[f'<a class="pg-src-link" data-line="{e["line"]}">{e["line"]}</a>' if e.get("line") else "–",
+        rows = [[_line_cell(e.get("line")),
                  f"<code>{_esc(e.get('code'))}</code>", _esc(e["message"]),
                  _esc(f"thread {e['thread']} block {e['block']}" if e.get("thread") else ""),
                  "<br>".join(_esc(d) for d in e.get("details", [])[:3])] for e in run["errors"][:20]]
