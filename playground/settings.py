@@ -64,8 +64,9 @@ class Settings:
                                 "key that obscures the draft kept in the browser's localStorage (not a security "
                                 "boundary)")
     # -- a class (playground/store, playground/ui/classroom.py) ---------------------------------------------------
-    data_dir: Path = setting(None, "PLAYGROUND_DATA", "the folder of the class's SQLite database: share links, the "
-                             "roster, submissions, boards", "`./data`", factory=lambda: Path("data"))
+    data_dir: Path = setting(None, "PLAYGROUND_DATA", "the folder of the class's SQLite database (share links, the "
+                             "roster, submissions, boards) and of the tuning runs kept for everyone "
+                             "(`tuned-configs.json`)", "`./data`", factory=lambda: Path("data"))
     teacher_password: str | None = setting(None, "PLAYGROUND_TEACHER_PASSWORD",
                                            "the teacher's password (user name `teacher`): the teacher's view; unset: "
                                            "no teacher's view", "unset", secret=True)

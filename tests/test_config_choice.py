@@ -163,6 +163,13 @@ def test_tune_stores_a_shipped_kernels_best_and_not_an_edited_copys(own_data, tm
     assert len(entries) == 1 and entries[0]["tile"]["num_stages"] == 3
     edited = catalogue.load("gemm", (ROOT / "kernels" / "gemm.py").read_text() + "\n# mine\n", tmp_path / "src")
     assert not store_best(edited, config, best, 0.5, {"name": "NVIDIA H200"})["ok"]
+    # what a class would start from: not a run from values set by hand, not a "search" of one candidate
+    mine = gemm.resolve(dict(M=3000, N=3000, K=3000, block_M="64"))
+    refused = store_best(gemm, mine, best, 0.1, {"name": "NVIDIA H200"}, searched=32)
+    assert not refused["ok"] and "block_M set by you" in refused["why"]
+    refused = store_best(gemm, config, best, 0.1, {"name": "NVIDIA H200"}, searched=1)
+    assert not refused["ok"] and "fewer than a search" in refused["why"]
+    assert store_best(gemm, config, best, 0.1, {"name": "NVIDIA H200"}, searched=32)["ok"]
 
 
 def test_an_unreadable_table_of_tuning_runs_is_ignored(own_data):
@@ -234,7 +241,7 @@ def add_one(N=1024, dtype="float16", block_N=256):
 def test_tune_on_the_gpu_keeps_its_best_and_the_next_request_nearby_starts_from_it(own_data):
     from playground.engine.tune import tune
     vector_add = catalogue.load("vector_add")
-    result = tune(vector_add, vector_add.resolve(dict(N=2**22)), max_configs=4).to_json()
+    result = tune(vector_add, vector_add.resolve(dict(N=2**22)), max_configs=None).to_json()  # its whole space
     assert result["ok"] and result["best"]["stored"]["ok"], result["best"]
     gpu = config_choice.gpu_model()
     assert result["best"]["stored"]["tuned_for"] == f"4194304 on {gpu}"

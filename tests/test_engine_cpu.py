@@ -456,10 +456,17 @@ def test_lines_from_a_kernel_module_beside_the_file_are_named_by_that_module_and
     (tmp_path / "helper.py").write_text("a\nT.copy(K[0], K_s)\n")
     cuda = (f'#line 3 "{tmp_path}/k.py"\nint a;\n#line 2 "{tmp_path}/helper.py"\nint b;\n'
             '#line 40 "/site/tilelang/copy_op.py"\nint c;\n')
-    clean, line_map, origins = split_line_directives_with_origins(cuda, str(tmp_path / "k.py"))
+    clean, line_map, origins, files = split_line_directives_with_origins(cuda, str(tmp_path / "k.py"))
     assert clean.splitlines() == ["int a;", "int b;", "int c;"]
     assert line_map == [3, None, None] and origins == [None, "helper.py:2", None], "TileLang's own files are not"
-    assert origin_quotes(origins, (tmp_path,)) == {"helper.py:2": "T.copy(K[0], K_s)"}
+    assert origin_quotes(origins, files) == {"helper.py:2": "T.copy(K[0], K_s)"}
+    # a module of the same name in another kernel folder is not quoted in its place
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "helper.py").write_text("x\ny\n")
+    cuda2 = cuda + f'#line 1 "{tmp_path}/other/helper.py"\nint d;\n'
+    _, _, origins2, files2 = split_line_directives_with_origins(cuda2, str(tmp_path / "k.py"), "",
+                                                                (tmp_path / "other",))
+    assert origins2[-1] is None and origin_quotes(origins2, files2) == {"helper.py:2": "T.copy(K[0], K_s)"}
 
 
 def test_macro_expansions_are_attributed_to_the_next_matching_operation():

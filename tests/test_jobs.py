@@ -257,19 +257,26 @@ def test_the_servers_tuned_configs_reach_the_job_and_a_new_one_is_not_answered_f
     compile answered from the cache before it was kept is not given for that request afterwards."""
     from playground.engine import config_choice
     table = runner._tuned_table(server)
+    kept = table.read_bytes() if table.is_file() else None  # the server's own table, put back afterwards
+    table.unlink(missing_ok=True)
+    gpu = config_choice.gpu_model()  # the model this machine's jobs look up (NVML's name, else the reference GPU)
     asked = {"N": 3_000_000}
-    before = jobs.run_job("compile", "vector_add", None, asked, session="tuned")
-    assert before["ok"] and before["config"]["picked_by"] == "rule", before.get("error") or before["config"]
-    assert jobs.run_job("compile", "vector_add", None, asked, session="tuned").get("cached")
     try:
-        config_choice.remember("vector_add", {"N": 2**22}, "float16", {"block_N": 16384, "threads": 512},
-                               config_choice.REFERENCE_GPU, 0.01, path=table)
+        before = jobs.run_job("compile", "vector_add", None, asked, session="tuned")
+        assert before["ok"] and before["config"]["picked_by"] == "rule", before.get("error") or before["config"]
+        assert jobs.run_job("compile", "vector_add", None, asked, session="tuned").get("cached")
+        gemm_key = runner._tuned_digest(server, "gemm")
+        config_choice.remember("vector_add", {"N": 2**22}, "float16", {"block_N": 16384, "threads": 512}, gpu,
+                               0.01, path=table)
+        assert runner._tuned_digest(server, "gemm") == gemm_key, "another kernel's cached compiles stay reachable"
         after = jobs.run_job("compile", "vector_add", None, asked, session="tuned")
         assert after["ok"] and not after.get("cached"), "an answer compiled before the tuning run was served"
         assert after["config"]["picked_by"] == "table" and after["config"]["tile"]["block_N"] == 16384
-        assert after["config"]["tuned_for"] == f"4194304 on {config_choice.REFERENCE_GPU}"
+        assert after["config"]["tuned_for"] == f"4194304 on {gpu}"
     finally:
         table.unlink(missing_ok=True)
+        if kept is not None:
+            table.write_bytes(kept)
 
 
 def test_the_server_keeps_a_tuning_runs_best_and_the_answer_names_no_server_path(tmp_path):
@@ -279,14 +286,28 @@ def test_the_server_keeps_a_tuning_runs_best_and_the_answer_names_no_server_path
               "problem": {"M": 32768, "N": 1024}, "dtype": "float16", "tile": {"rows_per_block": 4, "threads": 256},
               "median_ms": 0.02, "tuned_for": "32768×1024 on NVIDIA H200"}
     answer = {"ok": True, "best": {"tile": stored["tile"], "stored": dict(stored)}}
-    runner._keep_tuned_config(st, "softmax", answer)
-    entries = json.loads(runner._tuned_table(st).read_text())["entries"]
-    assert [(e["kernel"], e["problem"], e["tile"]) for e in entries] == [("softmax", stored["problem"], stored["tile"])]
+
+    def table():
+        return [(e["kernel"], e["problem"], e["tile"], e["median_ms"])
+                for e in json.loads(runner._tuned_table(st).read_text())["entries"]]
+    # a tuning run of the shipped kernel whose source was edited (user code ran): nothing kept, whatever it says
+    runner._keep_tuned_config(st, "softmax", (ROOT / "kernels" / "softmax.py").read_text() + "\n# mine\n",
+                              json.loads(json.dumps(answer)))
+    assert not runner._tuned_table(st).exists()
+    runner._keep_tuned_config(st, "softmax", None, answer)
+    assert table() == [("softmax", stored["problem"], stored["tile"], 0.02)]
     assert answer["best"]["stored"]["ok"] and str(tmp_path) not in json.dumps(answer)
     # an answer for another kernel than the one asked, or with a tile that is not plain values, is not kept
     for bad in ({**stored, "kernel": "gemm"}, {**stored, "tile": {"threads": {"nested": 1}}}):
-        runner._keep_tuned_config(st, "softmax", {"ok": True, "best": {"stored": bad}})
-    assert len(json.loads(runner._tuned_table(st).read_text())["entries"]) == 1
+        runner._keep_tuned_config(st, "softmax", None, {"ok": True, "best": {"stored": bad}})
+    assert len(table()) == 1
+    # the table is the class's: a slower run of the same problem does not replace a faster one; a faster one does
+    slower = {**stored, "tile": {"rows_per_block": 1, "threads": 128}, "median_ms": 0.05}
+    runner._keep_tuned_config(st, "softmax", None, {"ok": True, "best": {"stored": slower}})
+    assert table() == [("softmax", stored["problem"], stored["tile"], 0.02)]
+    faster = {**slower, "median_ms": 0.01}
+    runner._keep_tuned_config(st, "softmax", None, {"ok": True, "best": {"stored": faster}})
+    assert table() == [("softmax", stored["problem"], faster["tile"], 0.01)]
 
 
 USERNS_CHECK = r'''

@@ -93,7 +93,16 @@ def test_a_cuda_line_made_by_an_imported_kernel_module_names_that_module_and_lin
     rows = lines_of(html)
     assert "pg-has-origin" in rows[2].split(">")[0] and "data-src" not in rows[2]
     assert "from flash_attention_hopper.py line 169: T.copy(K[bz, k], K_shared)" in rows[2]
+    assert '<span class="pg-no">3</span>' in rows[2], "the listing's own line number, not the module's"
     assert "pg-has-origin" not in rows[1] and "from source line 20" in rows[1], "the file's own lines come first"
+    # the picker lists that module's line after the file's own, and choosing it marks its CUDA
+    choices = source_line_choices(SOURCE, [None, 20, None, 30, None], origins,
+                                  {"flash_attention_hopper.py:169": "T.copy(K[bz, k], K_shared)"})
+    assert choices[-1] == ("flash_attention_hopper.py:169: T.copy(K[bz, k], K_shared)",
+                           "flash_attention_hopper.py:169") and [v for _, v in choices[:2]] == [20, 30]
+    marked = lines_of(code_html(CUDA, "cuda", line_map=[None, 20, None, 30, None], origins=origins,
+                                marked=["flash_attention_hopper.py:169"]))
+    assert [i for i, r in enumerate(marked) if "pg-mark" in r.split(">")[0]] == [2]
 
 
 def test_source_line_choices_list_the_mapped_lines_with_their_text():
@@ -547,3 +556,13 @@ def test_status_names_the_cluster_node_and_gpu_a_job_ran_on():
               "ran_on": {"node": "10.0.0.7", "hostname": "gpu-node-2", "gpu": 1, "arch": "sm_90a"}}
     assert "ran on gpu-node-2, GPU 1 (sm_90a)" in status_html("compile", result)
     assert "ran on" not in status_html("compile", {**result, "ran_on": None})
+
+
+def test_a_draft_saved_before_auto_gives_its_untouched_tile_values_back_to_the_engine():
+    from playground.ui import gateway
+    c = ctl.controls_for(gateway.describe("gemm"))
+    old = {**{x.name: x.factory for x in c.tile if x.factory}, "block_K": "32", "M": "4096"}
+    restored = ctl.from_draft_before_auto(c, old)
+    assert restored["block_K"] == "32" and restored["M"] == "4096", "values set by hand and sizes stay"
+    assert all(restored[x.name] == ctl.AUTO_TILE for x in c.tile if x.factory and x.name != "block_K")
+    assert "block_K" in ctl.engine_params(restored, "float16") and "block_M" not in ctl.engine_params(restored, None)

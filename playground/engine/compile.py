@@ -68,22 +68,25 @@ def split_line_directives(cuda: str, user_file: str, source: str = "") -> tuple[
     Such a block is given to the next line of the user's `source`, after the current one, that calls the operation
     the macro file implements (`wgmma_macro_generator.py` → the next `T.gemm(`), so a student who picks the
     `T.gemm` line sees the wgmma instructions it became."""
-    cuda, line_map, _ = split_line_directives_with_origins(cuda, user_file, source)
+    cuda, line_map, _, _ = split_line_directives_with_origins(cuda, user_file, source)
     return cuda, line_map
 
 
 def split_line_directives_with_origins(cuda: str, user_file: str, source: str = "",
-                                       sibling_dirs: tuple[Path, ...] = ()) -> tuple[str, list, list]:
+                                       sibling_dirs: tuple[Path, ...] = ()) -> tuple[str, list, list, dict]:
     """As split_line_directives, and for each CUDA line also where it came from when that is a kernel module beside
     the user's file rather than the file itself ("flash_attention_hopper.py:169", else None): a kernel file that
     keeps a schedule in a helper module (kernels/flash_attention.py's Hopper schedules) has that code's lines there.
-    `sibling_dirs`: the folders whose .py files count (the user file's own folder always does)."""
+    `sibling_dirs`: the folders whose .py files count (the user file's own folder always does). Last, the files
+    those names stand for ({"flash_attention_hopper.py": its path}), for origin_quotes; a server's paths are not
+    in the names."""
     user_lines = source.splitlines()
     user = os.path.realpath(user_file)
     folders = {os.path.realpath(d) for d in (Path(user_file).parent, *sibling_dirs)}
     out: list[str] = []
     line_map: list[int | None] = []
     origins: list[str | None] = []
+    files: dict[str, str] = {}
     current: int | None = None
     origin: str | None = None
     last_user: int | None = None  # the last line a directive named in the user's file
@@ -97,13 +100,15 @@ def split_line_directives_with_origins(cuda: str, user_file: str, source: str = 
             else:
                 current = _operation_line(Path(m.group(2)).stem, user_lines, last_user)
                 if named.endswith(".py") and os.path.dirname(named) in folders:
-                    origin = f"{os.path.basename(named)}:{int(m.group(1))}"
+                    name = os.path.basename(named)
+                    if files.setdefault(name, named) == named:  # a second file of that name stays unnamed
+                        origin = f"{name}:{int(m.group(1))}"
             continue
         out.append(text)
         blank = text.strip() in ("}", "{", "")
         line_map.append(None if blank else current)
         origins.append(None if blank else origin)
-    return "\n".join(out) + "\n", line_map, origins
+    return "\n".join(out) + "\n", line_map, origins, files
 
 
 def kernel_module_dirs(user_file: str) -> tuple[Path, ...]:
@@ -111,16 +116,18 @@ def kernel_module_dirs(user_file: str) -> tuple[Path, ...]:
     return (Path(user_file).parent, Path(__file__).resolve().parents[2] / "kernels")
 
 
-def origin_quotes(origins: list[str | None], folders: tuple[Path, ...]) -> dict[str, str]:
-    """{"file.py:N": that line's text} for each origin named, read from the first of `folders` that has the file."""
+def origin_quotes(origins: list[str | None], files: dict[str, str]) -> dict[str, str]:
+    """{"file.py:N": that line's text} for each origin named, read from the file the directive named (`files`)."""
     quotes: dict[str, str] = {}
-    files: dict[str, list[str]] = {}
+    texts: dict[str, list[str]] = {}
     for o in dict.fromkeys(o for o in origins if o):
         name, _, number = o.rpartition(":")
-        if name not in files:
-            found = next((Path(f) / name for f in folders if (Path(f) / name).is_file()), None)
-            files[name] = found.read_text().splitlines() if found else []
-        lines = files[name]
+        if name not in texts:
+            try:
+                texts[name] = Path(files[name]).read_text().splitlines()
+            except (KeyError, OSError):
+                texts[name] = []
+        lines = texts[name]
         if 0 < int(number) <= len(lines):
             quotes[o] = lines[int(number) - 1].strip()[:200]
     return quotes
@@ -490,8 +497,8 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         figures, ptxas_log, sass = ptxas_resources(ptx_files[0], arch)
 
     kernel_dirs = kernel_module_dirs(user_file)
-    cuda, line_map, origins = split_line_directives_with_origins(jit.get_kernel_source(), user_file, kernel.source,
-                                                                  kernel_dirs)
+    cuda, line_map, origins, origin_files = split_line_directives_with_origins(
+        jit.get_kernel_source(), user_file, kernel.source, kernel_dirs)
     launch = launch_info(jit)
     dynamic = launch.pop("dynamic_shared_bytes", None)
     resources = {
@@ -526,7 +533,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         "line_map": line_map,
         # CUDA lines made by a kernel module the file imports (a helper schedule), named "file.py:N" and quoted
         "line_origins": origins if any(origins) else None,
-        "origin_lines": origin_quotes(origins, kernel_dirs) if any(origins) else None,
+        "origin_lines": origin_quotes(origins, origin_files) if any(origins) else None,
         "compile_seconds": round(seconds, 3),
         "warnings": warnings,
         "cached": False,

@@ -154,16 +154,21 @@ def nearest(kernel, problem: dict, dtype: str, gpu: str | None = None) -> tuple[
 
 
 def remember(kernel_name: str, problem: dict, dtype: str, tile: dict, gpu: str, median_ms: float | None = None,
-             path: Path | None = None) -> Path:
+             path: Path | None = None, keep_faster: bool = False) -> Path:
     """Store a tuning run's best verified config in the user's table (replacing one for the same kernel, problem,
-    dtype and GPU). The file is written whole to a temporary file and renamed, under a lock, so two tuning runs
-    finishing at once both land and a reader never sees half a file."""
+    dtype and GPU; with `keep_faster`, a table shared by a class, only if this run was faster). The file is written
+    whole to a temporary file and renamed, under a lock, so two tuning runs finishing at once both land and a reader
+    never sees half a file."""
     path = Path(path or user_table_path())
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path.with_suffix(".lock")):
         entries = _read(path)
-        entries = [e for e in entries if not (e.get("kernel") == kernel_name and e.get("problem") == problem
-                                              and e.get("dtype") == dtype and e.get("gpu") == gpu)]
+        same = [e for e in entries if e.get("kernel") == kernel_name and e.get("problem") == problem
+                and e.get("dtype") == dtype and e.get("gpu") == gpu]
+        if keep_faster and median_ms is not None and any(
+                isinstance(e.get("median_ms"), (int, float)) and e["median_ms"] <= median_ms for e in same):
+            return path
+        entries = [e for e in entries if not any(e is x for x in same)]
         entries.append({"kernel": kernel_name, "dtype": dtype, "problem": problem, "tile": tile, "gpu": gpu,
                         "median_ms": median_ms, "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tuned-", suffix=".json")

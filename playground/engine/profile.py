@@ -652,7 +652,7 @@ def build_with_line_table(kernel: Kernel, config: Config, arch: str, folder: Pat
     folders = kernel_module_dirs(str(kernel.path))
 
     def strip_directives(code: str, target) -> str:
-        stripped, kept["line_map"], kept["origins"] = split_line_directives_with_origins(
+        stripped, kept["line_map"], kept["origins"], kept["files"] = split_line_directives_with_origins(
             code, str(kernel.path), kernel.source, folders)
         return stripped
 
@@ -687,6 +687,6 @@ def build_with_line_table(kernel: Kernel, config: Config, arch: str, folder: Pat
                                           if m.group(1).endswith(".cu")})
     origins = kept.get("origins") or []
     info = {"line_map": kept.get("line_map") or [], "functions": list(sass), "sass": sass,
-            "origins": origins, "origin_lines": origin_quotes(origins, folders) if any(origins) else {},
+            "origins": origins, "origin_lines": origin_quotes(origins, kept.get("files") or {}) if any(origins) else {},
             "cuda_files": sorted(set(cuda_files)), "problem": config.problem, "guards": guards}
     return jit, info

@@ -19,6 +19,14 @@ from .measure import Measurement, MeasureOptions, Measurer, new_seed, rates
 Progress = Callable[[str, float, dict | None], None]  # (what, fraction done, the row just finished)
 
 
+DEFAULT_MAX_CONFIGS = 32  # candidates a tuning run measures unless asked otherwise
+
+
+def space_size(kernel: Kernel, config: Config) -> int:
+    """How many candidates the whole search would have."""
+    return len(candidates(kernel, config, None))
+
+
 def candidates(kernel: Kernel, config: Config, max_configs: int | None = None, seed: int = 0) -> list[Config]:
     """The space's configurations (the current one first), sampled down to `max_configs` if the space is larger."""
     space = {k: v for k, v in kernel.space.items() if k in config.tile}
@@ -65,7 +73,7 @@ def tune_row(kernel: Kernel, m: Measurement) -> dict:
     return row
 
 
-def tune(kernel: Kernel, config: Config, arch: str | None = None, max_configs: int | None = 32,
+def tune(kernel: Kernel, config: Config, arch: str | None = None, max_configs: int | None = DEFAULT_MAX_CONFIGS,
          budget_ms: float = 300.0, workers: int | None = None, progress: Progress | None = None,
          open_measurer: Callable[[MeasureOptions], Measurer] = Measurer.open) -> TuneResult:
     progress = progress or (lambda *_: None)
@@ -92,18 +100,29 @@ def tune(kernel: Kernel, config: Config, arch: str | None = None, max_configs: i
     return TuneResult(kernel.name, config, rows,
                       {"tile": best_tile, "median_ms": best_row["median_ms"], "tflops": best_row["tflops"],
                        "gbps": best_row["gbps"],
-                       "stored": store_best(kernel, config, best_tile, best_row["median_ms"], info)}, info)
+                       "stored": store_best(kernel, config, best_tile, best_row["median_ms"], info, n)}, info)
 
 
-def store_best(kernel: Kernel, config: Config, tile: dict, median_ms: float, info: dict | None) -> dict:
+def store_best(kernel: Kernel, config: Config, tile: dict, median_ms: float, info: dict | None,
+               searched: int | None = None) -> dict:
     """Keep a shipped kernel's best verified tile (the SPACE values searched) in the user's table of tuned configs,
     so that the next request for this problem, or the nearest one of its shape class, on this GPU model starts from
-    it (config_choice.py). An edited copy or a kernel of one's own is not stored: its code is not the kernel the
-    table's configs are for. Says where it went, or why it was not stored."""
+    it (config_choice.py). Kept only what a search found that everyone may start from: a shipped kernel unedited (an
+    edited copy or one's own kernel is not the kernel the table's configs are for), from the engine's own starting
+    config (no value set by the request: the entry holds the searched values only, and an option set by hand would
+    not travel with them), over `searched` candidates, at least the default search's (a run of one candidate is
+    a measurement, not a search). On a server the table is shared by a class: it also keeps the faster of two runs
+    (config_choice.remember). Says where it went, or why it was not stored."""
     from . import config_choice
     from .catalogue import builtin_names, builtin_path
     if kernel.name not in builtin_names() or kernel.path != builtin_path(kernel.name).resolve():
         return {"ok": False, "why": "only the shipped kernels' tuning runs are kept"}
+    if config.set_by_user:
+        return {"ok": False, "why": f"not kept: {', '.join(config.set_by_user)} set by you (a run kept for others "
+                                    "starts from the engine's own config)"}
+    if searched is not None and searched < min(space_size(kernel, config), DEFAULT_MAX_CONFIGS):
+        return {"ok": False, "why": f"not kept: {searched} candidates are fewer than a search measures "
+                                    f"({DEFAULT_MAX_CONFIGS}, or the whole space if smaller)"}
     # named as the lookups name it (NVML), so that the next request on this GPU finds it
     gpu = config_choice.visible_gpu() or (info or {}).get("name") or config_choice.gpu_model()
     # What was searched (SPACE): not an OPTION such as the epilogue's activation, a choice of what to compute.

@@ -55,18 +55,11 @@ def engine_fingerprint() -> str:
     return _fingerprint
 
 
-def file_digest(path: Path) -> str:
-    """A short hash of a file's bytes ("" if there is none)."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    except OSError:
-        return ""
-
-
 def request_key(action: str, kernel: str, source: str | None, params: dict, arch: str, options: dict,
                 tuned_digest: str = "") -> str:
-    """`tuned_digest`: the server's table of the users' tuned configs (file_digest), which decides the tile a request
-    leaves out: a tuning run that lands a new config makes the answers compiled before it unreachable."""
+    """`tuned_digest`: the server's table of the users' tuned configs for this kernel (runner._tuned_digest), which
+    decides the tile a request leaves out: a tuning run that lands a new config makes the kernel's answers compiled
+    before it unreachable."""
     builtin = ROOT / "kernels" / f"{Path(kernel).name}.py"
     if source is None and builtin.is_file():
         source = builtin.read_text()

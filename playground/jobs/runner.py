@@ -10,6 +10,7 @@ show. The server process itself never imports user code, torch's CUDA, or TileLa
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ from ..engine import config_choice, ranges
 from ..engine.errors import StageError, clip, format_exception
 from ..settings import Settings, current
 from . import hardware, ray_backend, sandbox
-from .result_cache import ROOT, ResultCache, cacheable, file_digest, request_key, tilelang_version
+from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
 from .job import error
 from .pool import Pool
 from .queue import Busy, Scheduler
@@ -163,7 +164,7 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     arch = arch or hardware.default_arch(st.settings)
     timeout = float(timeout or st.settings.timeout(action))
 
-    key = request_key(action, kernel, source, params, arch, options, file_digest(_tuned_table(st)))
+    key = request_key(action, kernel, source, params, arch, options, _tuned_digest(st, kernel))
     if action != "compile":
         return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key)
     # One compile per key at a time: a class opening the same kernel at once (or a double click) waits for the
@@ -207,8 +208,8 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
                 result = job.run(request, timeout, progress)
                 if gpu and _no_user_code(kernel, source) and isinstance(result, dict) and result.get("ok"):
                     _harvest_ceilings(st, job)
-                    if action == "tune":
-                        _keep_tuned_config(st, kernel, result)
+                if action == "tune":
+                    _keep_tuned_config(st, kernel, source, result)
             finally:
                 job.close()  # before the slot is freed: the next job gets a GPU with nothing of this one on it
                 pool.fill_later()
@@ -270,9 +271,20 @@ def _tuned_table(st: _State):
     return st.settings.data_dir / config_choice.USER_TABLE
 
 
+def _tuned_digest(st: _State, kernel: str) -> str:
+    """A digest of the table's entries for `kernel`: a tuning run of one kernel leaves the others' cached compiles
+    reachable."""
+    try:
+        entries = json.loads(_tuned_table(st).read_text()).get("entries") or []
+    except (OSError, ValueError, AttributeError):
+        return ""
+    mine = [e for e in entries if isinstance(e, dict) and e.get("kernel") == kernel]
+    return hashlib.sha256(json.dumps(mine, sort_keys=True).encode()).hexdigest()[:16] if mine else ""
+
+
 def _seed_tuned_table(st: _State, job) -> None:
     table = _tuned_table(st)
-    if not table.is_file():
+    if not table.is_file() or not job.dir.is_dir():  # a Ray node's job has no folder here (ray_backend.ClusterJob)
         return
     folder = job.dir / "data"
     try:
@@ -289,8 +301,12 @@ def _plain(value) -> bool:
     return isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 64)
 
 
-def _keep_tuned_config(st: _State, kernel: str, result: dict) -> None:
-    """Store the run's best config in the server's table; the answer then says so (and names no server path)."""
+def _keep_tuned_config(st: _State, kernel: str, source: str | None, result: dict) -> None:
+    """Store the run's best config in the server's table, if the job ran no user code (then its answer is the
+    engine's own: store_best kept only a real search from the engine's starting config) and it is faster than what
+    the table holds for that problem; the answer then says so (and names no server path)."""
+    if not (isinstance(result, dict) and result.get("ok") and _no_user_code(kernel, source)):
+        return
     best = result.get("best") if isinstance(result.get("best"), dict) else {}
     stored = best.get("stored") if isinstance(best.get("stored"), dict) else {}
     problem, tile, gpu = stored.get("problem"), stored.get("tile"), stored.get("gpu")
@@ -301,7 +317,8 @@ def _keep_tuned_config(st: _State, kernel: str, result: dict) -> None:
     try:
         median = stored.get("median_ms")
         config_choice.remember(kernel, problem, str(stored.get("dtype")), tile, gpu,
-                               float(median) if isinstance(median, (int, float)) else None, path=_tuned_table(st))
+                               float(median) if isinstance(median, (int, float)) else None, path=_tuned_table(st),
+                               keep_faster=True)
     except OSError as exc:
         best["stored"] = {"ok": False, "why": f"the server could not keep it: {exc.strerror or exc}"}
         return

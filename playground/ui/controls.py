@@ -59,6 +59,16 @@ class Controls:
         return {c.name: c.factory or c.default for c in self.problem + self.tile} | {"dtype": self.dtype}
 
 
+def from_draft_before_auto(controls: Controls, values: dict) -> dict:
+    """A draft saved before the tile controls had "auto" holds every tile value, the untouched ones at the factory's
+    defaults: those become "auto" again (a value set by hand differs from the factory's and stays)."""
+    out = dict(values)
+    for c in controls.tile:
+        if c.factory and c.default == AUTO_TILE and c.name in out and text(out[c.name]) == text(c.factory):
+            out[c.name] = c.default
+    return out
+
+
 def text(value) -> str:
     return str(value)
 

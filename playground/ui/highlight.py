@@ -112,10 +112,12 @@ def code_html(text: str, language: str = "cuda", *, line_map: list | None = None
             attrs = f' data-src="{src}" title="{html.escape(f"from source line {src}{quote}")}"'
         elif origins and i < len(origins) and origins[i]:
             where = origins[i]
-            name, _, number = where.rpartition(":")
+            module, _, module_line = where.rpartition(":")
             quote = (origin_lines or {}).get(where)
             classes.append("pg-has-origin")
-            attrs = f' title="{html.escape(f"from {name} line {number}" + (f": {quote}" if quote else ""))}"'
+            if where in marked:
+                classes.append("pg-mark")
+            attrs = f' title="{html.escape(f"from {module} line {module_line}" + (f": {quote}" if quote else ""))}"'
         out.append(f'<div class="{" ".join(classes)}"{attrs}><span class="pg-no">{number}</span>'
                    f'<span class="pg-tx">{body or " "}</span></div>')
     if cut > 0:
@@ -136,16 +138,23 @@ def snippet_html(source: str, line: int, context: int = 3) -> str:
     return code_html(chunk, "python", line_map=marks, error_lines=[line], first_line=lo, elem_class="pg-snippet")
 
 
-def source_line_choices(source: str, line_map: list | None) -> list[tuple[str, int]]:
-    """(label, line) for every source line that generated CUDA, in source order: "31: for k in T.Pipelined(...)"."""
+def _short(text: str, most: int = 70) -> str:
+    return text if len(text) <= most else text[:most - 3] + "…"
+
+
+def source_line_choices(source: str, line_map: list | None, origins: list | None = None,
+                        origin_lines: dict | None = None) -> list[tuple[str, int | str]]:
+    """(label, line) for every source line that generated CUDA, in source order: "31: for k in T.Pipelined(...)";
+    then the lines of kernel modules the file imports that did (compile's line_origins), each as "module.py:N"."""
     lines = source.splitlines()
     used = sorted({m for m in (line_map or []) if isinstance(m, int)})
-    out = []
+    out: list[tuple[str, int | str]] = []
     for n in used:
         text = lines[n - 1].strip() if 0 < n <= len(lines) else ""
-        if len(text) > 70:
-            text = text[:67] + "…"
-        out.append((f"{n}: {text}", n))
+        out.append((f"{n}: {_short(text)}", n))
+    elsewhere = {o for o in (origins or []) if isinstance(o, str) and ":" in o}
+    for o in sorted(elsewhere, key=lambda o: (o.rpartition(":")[0], int(o.rpartition(":")[2] or 0))):
+        out.append((f"{o}: {_short((origin_lines or {}).get(o, ''), 60)}", o))
     return out
 
 

@@ -308,7 +308,8 @@ class Page:
 
     def draft_and_links(self, kernel: str, source: str, c: ctl.Controls, values: dict, dtype: str, arch,
                         session: str) -> dict:
-        draft = {"kernel": kernel, "source": source, "values": values, "dtype": dtype, "arch": arch or AUTO}
+        draft = {"kernel": kernel, "source": source, "values": values, "dtype": dtype, "arch": arch or AUTO,
+                 "tile_auto": True}  # saved since the tile controls have "auto" (see on_load)
         query = views.share_query(kernel, {**values, "dtype": dtype, **({"arch": arch} if arch else {})},
                                   c.defaults())
         share = (f'<div class="pg-share">Link to this setup (not the edits): <a href="?{views.esc(query)}">'
@@ -331,8 +332,9 @@ class Page:
                 self.sass: stale + code_html(last.get("sass") or "", "sass",
                                              empty="No SASS in this result (the server has no nvdisasm)."),
                 self.host: stale + code_html(last.get("host") or "", "cpp", empty="No host code in this result."),
-                self.src_line: gr.update(choices=source_line_choices(last.get("source") or "",
-                                                                     last.get("line_map")), value=selected)}
+                self.src_line: gr.update(choices=source_line_choices(
+                    last.get("source") or "", last.get("line_map"), last.get("line_origins"),
+                    last.get("origin_lines")), value=selected)}
 
     @staticmethod
     def cuda_view(last: dict | None, selected) -> str:
@@ -342,7 +344,8 @@ class Page:
         return Page.stale(last) + code_html(
             last["cuda"], "cuda", line_map=last.get("line_map"), origins=last.get("line_origins"),
             origin_lines=last.get("origin_lines"),
-            marked=[int(selected)] if selected not in (None, "") else [], error_lines=[err] if err else [],
+            marked=[] if selected in (None, "") else [int(selected) if str(selected).isdigit() else str(selected)],
+            error_lines=[err] if err else [],
             source_lines=(last.get("source") or "").splitlines())
 
     @staticmethod
@@ -402,7 +405,8 @@ class Page:
         base, source, arch = c.defaults(), gateway.original_source(kernel), AUTO
         restored = bool(draft and draft.get("kernel") == kernel)
         if restored:
-            base.update({k: str(v) for k, v in (draft.get("values") or {}).items() if k in base})
+            saved = {k: str(v) for k, v in (draft.get("values") or {}).items() if k in base}
+            base.update(saved if draft.get("tile_auto") else ctl.from_draft_before_auto(c, saved))
             if draft.get("dtype") in c.dtypes:
                 base["dtype"] = draft["dtype"]
             source = draft.get("source") or source
