@@ -125,6 +125,22 @@ def test_cache_key_depends_on_what_the_request_says():
     assert not cache.cacheable("run", {"ok": True, "error": None})
 
 
+def test_removing_a_job_folder_touches_nothing_outside_it(tmp_path):
+    """The folder of job folders must stay passable (0711) for the job uids: removing a leftover that another
+    process removed first, or one with a locked subfolder, leaves its mode alone."""
+    base = tmp_path / "jobs"
+    base.mkdir(mode=0o711)
+    base.chmod(0o711)
+    sandbox.remove_job_dir(base / "server-1")  # already gone
+    job = base / "server-2" / "job-x"
+    (job / "locked").mkdir(parents=True)
+    (job / "locked" / "f").write_text("x")
+    (job / "locked").chmod(0)
+    sandbox.remove_job_dir(base / "server-2")
+    assert not (base / "server-2").exists()
+    assert base.stat().st_mode & 0o777 == 0o711
+
+
 def test_job_environment_is_cleared():
     server_env = {**os.environ, "PLAYGROUND_PASSWORD": "hunter2", "PLAYGROUND_PASSWORD_FILE": "/run/secrets/pw",
                   "AWS_SECRET_ACCESS_KEY": "x", "PLAYGROUND_PROCESSES": "77"}

@@ -52,6 +52,8 @@ def jobs_root(settings: Settings | None = None) -> Path:
     if _root is None or not _root.exists():
         base = server_jobs_dir(os.getpid(), settings).parent
         base.mkdir(mode=0o711, parents=True, exist_ok=True)
+        if base.stat().st_uid == os.geteuid() and base.stat().st_mode & 0o777 != 0o711:
+            base.chmod(0o711)  # job uids pass through it to their own folders (and a 0700 left behind locks them out)
         for old in base.glob("server-*"):
             pid = old.name.removeprefix("server-")
             if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
@@ -172,15 +174,23 @@ def make_job_dir(uid: int | None, settings: Settings | None = None) -> Path:
 
 
 def remove_job_dir(path: Path) -> None:
-    """Remove a job folder even if the job made parts of it unreadable (chmod 000) before it ended."""
-    def fix(func, p, _exc):
+    """Remove a job folder even if the job made parts of it unreadable (chmod 000) before it ended. Nothing outside
+    `path` is touched: a folder already gone (another server process cleaning the same leftover) must not make the
+    folder of job folders 0700, which locks every job uid out of it."""
+    top = os.path.realpath(path)
+
+    def fix(func, p, exc):
+        if isinstance(exc[1] if isinstance(exc, tuple) else exc, FileNotFoundError):
+            return
         try:
-            os.chmod(os.path.dirname(p), 0o700)
+            parent = os.path.dirname(p)
+            if os.path.realpath(parent).startswith(top):
+                os.chmod(parent, 0o700)
             os.chmod(p, 0o700)
             func(p)
         except OSError:
             pass
-    shutil.rmtree(path, onerror=fix)
+    shutil.rmtree(path, onexc=fix) if sys.version_info >= (3, 12) else shutil.rmtree(path, onerror=fix)
 
 
 # -- the environment ------------------------------------------------------------------------------------------------
