@@ -360,34 +360,41 @@ def test_failed_logins_wait_longer_each_time_then_are_refused_per_address_and_ag
     assert not throttle.failures["198.51.100.9"], "a success is not counted as a failure"
 
 
-@pytest.mark.timeout(300)
-def test_fifty_wrong_passwords_at_once_are_slowed_then_answered_429(server):
-    import concurrent.futures
-    import httpx
+@pytest.fixture
+def class_page(server):
+    """The page served with the class password "class-pw" on a free loopback port: its base URL."""
     from playground.ui import serve
-    from playground.ui.server import LoginThrottle as T
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    demo, app, url = serve("127.0.0.1", port, password="class-pw", prevent_thread_lock=True, quiet=True)
-    base = f"http://127.0.0.1:{port}"
+    demo, _, _ = serve("127.0.0.1", port, password="class-pw", prevent_thread_lock=True, quiet=True)
     try:
-        def guess(i):
-            t = time.monotonic()
-            r = httpx.post(base + "/login", data={"username": "eve", "password": f"guess-{i}"}, timeout=60)
-            return r.status_code, time.monotonic() - t, r.headers.get("retry-after")
-        with concurrent.futures.ThreadPoolExecutor(50) as pool:
-            answers = list(pool.map(guess, range(50)))
-        codes = [a[0] for a in answers]
-        assert 200 not in codes
-        assert codes.count(400) == T.LIMIT and codes.count(429) == 50 - T.LIMIT, codes
-        assert all(int(a[2]) > 0 for a in answers if a[0] == 429)
-        assert max(a[1] for a in answers if a[0] == 400) >= T.MAX_DELAY, "later failures were made to wait"
-        # The right password from the same address waits out the lock too: a guesser cannot tell it was right.
-        assert httpx.post(base + "/login", data={"username": "eve", "password": "class-pw"},
-                          timeout=60).status_code == 429
+        yield f"http://127.0.0.1:{port}"
     finally:
         demo.close()
+
+
+@pytest.mark.timeout(300)
+def test_fifty_wrong_passwords_at_once_are_slowed_then_answered_429(class_page):
+    import concurrent.futures
+    import httpx
+    from playground.ui.server import LoginThrottle as T
+    base = class_page
+
+    def guess(i):
+        t = time.monotonic()
+        r = httpx.post(base + "/login", data={"username": "eve", "password": f"guess-{i}"}, timeout=60)
+        return r.status_code, time.monotonic() - t, r.headers.get("retry-after")
+    with concurrent.futures.ThreadPoolExecutor(50) as pool:
+        answers = list(pool.map(guess, range(50)))
+    codes = [a[0] for a in answers]
+    assert 200 not in codes
+    assert codes.count(400) == T.LIMIT and codes.count(429) == 50 - T.LIMIT, codes
+    assert all(int(a[2]) > 0 for a in answers if a[0] == 429)
+    assert max(a[1] for a in answers if a[0] == 400) >= T.MAX_DELAY, "later failures were made to wait"
+    # The right password from the same address waits out the lock too: a guesser cannot tell it was right.
+    assert httpx.post(base + "/login", data={"username": "eve", "password": "class-pw"},
+                      timeout=60).status_code == 429
 
 
 # -- per-student limits (threat model: "limits keyed on a session id the client chooses") ---------------------------
@@ -449,24 +456,14 @@ def test_downloads_are_private_to_the_server_and_removed_when_old(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_health_without_a_login_says_only_up_or_down(server):
+def test_health_without_a_login_says_only_up_or_down(class_page):
     import httpx
-    from gradio_client import Client
-    from playground.ui import serve
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo, app, url = serve("127.0.0.1", port, password="class-pw", prevent_thread_lock=True, quiet=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        anonymous = httpx.get(base + "/health", timeout=30)
-        assert anonymous.status_code == 200 and anonymous.json() == {"ok": True}
-        with httpx.Client(base_url=base, timeout=30) as logged:
-            assert logged.post("/login", data={"username": "ana", "password": "class-pw"}).status_code == 200
-            body = logged.get("/health").json()
-        assert body["ok"] is True and {"sandbox", "queue", "cache", "gpu"} <= set(body)
-    finally:
-        demo.close()
+    anonymous = httpx.get(class_page + "/health", timeout=30)
+    assert anonymous.status_code == 200 and anonymous.json() == {"ok": True}
+    with httpx.Client(base_url=class_page, timeout=30) as logged:
+        assert logged.post("/login", data={"username": "ana", "password": "class-pw"}).status_code == 200
+        body = logged.get("/health").json()
+    assert body["ok"] is True and {"sandbox", "queue", "cache", "gpu"} <= set(body)
 
 
 # -- the system call filter (threat model: "no syscall filter in the job") ------------------------------------------
