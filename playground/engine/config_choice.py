@@ -163,12 +163,15 @@ def remember(kernel_name: str, problem: dict, dtype: str, tile: dict, gpu: str, 
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path.with_suffix(".lock")):
         entries = _read(path)
-        same = [e for e in entries if e.get("kernel") == kernel_name and e.get("problem") == problem
-                and e.get("dtype") == dtype and e.get("gpu") == gpu]
+
+        def same_run(e: dict) -> bool:
+            return (e.get("kernel"), e.get("problem"), e.get("dtype"), e.get("gpu")) == (kernel_name, problem, dtype,
+                                                                                        gpu)
         if keep_faster and median_ms is not None and any(
-                isinstance(e.get("median_ms"), (int, float)) and e["median_ms"] <= median_ms for e in same):
+                same_run(e) and isinstance(e.get("median_ms"), (int, float)) and e["median_ms"] <= median_ms
+                for e in entries):
             return path
-        entries = [e for e in entries if not any(e is x for x in same)]
+        entries = [e for e in entries if not same_run(e)]
         entries.append({"kernel": kernel_name, "dtype": dtype, "problem": problem, "tile": tile, "gpu": gpu,
                         "median_ms": median_ms, "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tuned-", suffix=".json")

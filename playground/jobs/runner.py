@@ -164,9 +164,9 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     arch = arch or hardware.default_arch(st.settings)
     timeout = float(timeout or st.settings.timeout(action))
 
+    if action != "compile":  # only compile answers are cached (result_cache.cacheable): no key to make
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, None)
     key = request_key(action, kernel, source, params, arch, options, _tuned_digest(st, kernel))
-    if action != "compile":
-        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key)
     # One compile per key at a time: a class opening the same kernel at once (or a double click) waits for the
     # compile already running instead of queueing copies of it, then reads its answer from the cache.
     for _ in range(2):
@@ -191,7 +191,8 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
         done.set()
 
 
-def _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key) -> dict:
+def _execute(st, action, kernel, source, params, arch, options, session, progress, timeout,
+             key: str | None) -> dict:
     gpu = action in GPU_ACTIONS
     started = time.monotonic()
     try:
@@ -221,7 +222,7 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
     result.setdefault("kernel", kernel)
     result["action"] = action
     result.setdefault("job_seconds", round(time.monotonic() - started, 3))
-    if cacheable(action, result):
+    if key is not None and cacheable(action, result):
         st.cache.put(key, result)
     return result
 
@@ -248,18 +249,28 @@ def _harvest_ceilings(st: _State, job) -> None:
 
 
 def _seed_ceilings(st: _State, job) -> None:
-    if not st.ceilings:
+    if st.ceilings:
+        _give_job_files(job, "cache/ceilings", {name: text.encode() for name, text in st.ceilings.items()},
+                        "the GPU's ceilings")
+
+
+def _give_job_files(job, folder: str, files: dict[str, bytes], what: str) -> None:
+    """Write `files` into `folder` (relative) of the job's own folder before it starts, owned by the job's uid so
+    it may read and replace them. A Ray node's job has no folder on this machine (ray_backend.ClusterJob): nothing
+    to write there."""
+    if not job.dir.is_dir():
         return
-    folder = job.dir / "cache" / "ceilings"
+    target = job.dir / folder
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, text in st.ceilings.items():
-            (folder / name).write_text(text)
+        target.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            (target / name).write_bytes(data)
         if job.uid is not None:
-            for p in (folder.parent, folder, *folder.iterdir()):
+            made = [p for p in (target, *target.parents) if p.is_relative_to(job.dir) and p != job.dir]
+            for p in (*made, *(target / name for name in files)):
                 os.chown(p, job.uid, job.uid)
     except OSError:
-        log.warning("could not give a job the GPU's ceilings", exc_info=True)
+        log.warning("could not give a job %s", what, exc_info=True)
 
 
 # -- the users' tuned configs ----------------------------------------------------------------------------------------
@@ -284,17 +295,11 @@ def _tuned_digest(st: _State, kernel: str) -> str:
 
 def _seed_tuned_table(st: _State, job) -> None:
     table = _tuned_table(st)
-    if not table.is_file() or not job.dir.is_dir():  # a Ray node's job has no folder here (ray_backend.ClusterJob)
-        return
-    folder = job.dir / "data"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / table.name).write_bytes(table.read_bytes())
-        if job.uid is not None:
-            for p in (folder, folder / table.name):
-                os.chown(p, job.uid, job.uid)
-    except OSError:
-        log.warning("could not give a job the table of tuned configs", exc_info=True)
+        data = table.read_bytes()
+    except OSError:  # none kept yet
+        return
+    _give_job_files(job, "data", {table.name: data}, "the table of tuned configs")
 
 
 def _plain(value) -> bool:
