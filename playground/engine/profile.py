@@ -144,6 +144,14 @@ def sass_line_table(disassembly: str) -> dict[str, list[dict]]:
     return table
 
 
+def code_of(line: int | str | None, source_lines: list[str], origin_lines: dict | None) -> str | None:
+    """The text of a line a finding is on: of the user's file (a number), or of a kernel module it imports
+    ("module.py:N", quoted in `origin_lines`)."""
+    if isinstance(line, str):
+        return (origin_lines or {}).get(line)
+    return source_lines[line - 1].strip() if line and 0 < line <= len(source_lines) else None
+
+
 def user_line(cuda_line: int | None, line_map: list) -> int | None:
     """The TileLang line a line of the generated CUDA (1-based, directives stripped) came from."""
     if cuda_line is None or not line_map or not 1 <= cuda_line <= len(line_map):
@@ -318,10 +326,7 @@ def stalls_by_line(rows: list[dict], table: list[dict], line_map: list, source: 
         e.pop("top_samples")
         e["share"] = e["samples"] / total if total else 0.0
         e["stalls"] = dict(sorted(e["stalls"].items(), key=lambda kv: -kv[1]))
-        if isinstance(line, str):
-            e["code"] = (origin_lines or {}).get(line)
-        else:
-            e["code"] = lines_text[line - 1].strip() if line and 0 < line <= len(lines_text) else None
+        e["code"] = code_of(line, lines_text, origin_lines)
         if line is not None:
             out.append(e)
     out.sort(key=lambda e: -e["samples"])
@@ -617,8 +622,7 @@ def memcheck(kernel: Kernel, config: Config, arch: str | None = None, workdir=No
             cuda_files.update(b.get("cuda_files") or [])
         for e in parsed["errors"]:
             e["line"] = line = locate(e, tables, line_map, tuple(cuda_files), origins)
-            e["code"] = (quotes.get(line) if isinstance(line, str) else
-                         lines_text[line - 1].strip() if line and line <= len(lines_text) else None)
+            e["code"] = code_of(line, lines_text, quotes)
         runs.append({"tool": tool, "guards": guards, "problems": probs, "errors": parsed["errors"],
                      "error_count": parsed["error_count"], "exit_status": rc,
                      "log": clip(log, 6000) if parsed["errors"] else ""})

@@ -64,7 +64,7 @@ def from_draft_before_auto(controls: Controls, values: dict) -> dict:
     defaults: those become "auto" again (a value set by hand differs from the factory's and stays)."""
     out = dict(values)
     for c in controls.tile:
-        if c.factory and c.default == AUTO_TILE and c.name in out and text(out[c.name]) == text(c.factory):
+        if c.auto and c.factory and c.name in out and text(out[c.name]) == text(c.factory):
             out[c.name] = c.default
     return out
 
