@@ -20,12 +20,13 @@ H200: while the exps run, the tensor cores idle. The Hopper schedules that close
 
 `flash_attention(...)` below picks the schedule and refuses option combinations no schedule implements.
 
-Layout (batch, seq_len, heads, dim), "bshd": what a fused QKV projection produces without a transpose, and the
-layout FlashAttention itself uses; SDPA takes (batch, heads, seq_len, dim), so its baseline gets transposed views.
-The softmax scale 1/√dim is folded with log2(e) into one multiply, so the exponential is the native exp2.
-Causal: query i sees keys j ≤ i, so a block stops at its diagonal tile and masks only the tiles that reach the
-diagonal; that halves the work.
-Ragged seq_len: keys past the end are masked to -inf, query rows past the end are computed but never written.
+Layout (batch, seq_len, heads, dim), "bshd": what a fused QKV projection gives without a transpose, and
+FlashAttention's own; SDPA takes (batch, heads, seq_len, dim), so its baseline gets transposed views. The scale
+1/√dim is folded with log2(e) into one multiply, so the exponential is the native exp2. Causal: query i sees keys
+j ≤ i, so a block stops at its diagonal tile and masks only the tiles that reach it; that halves the work. Ragged
+seq_len: keys past the end are masked to -inf, query rows past the end are computed but never written.
+Grouped-query attention (`group_size` query heads share one key/value head): query head h reads K and V head
+h // group_size; a group's heads run side by side on the grid, so its keys and values come from L2 after the first.
 
 Run it alone:  python kernels/flash_attention.py   (checks it against PyTorch and times it against SDPA on a GPU)
 """
@@ -37,17 +38,22 @@ import torch.nn.functional as F
 import tilelang.language as T
 
 
-def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtype="float16",
+def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, group_size=1, dtype="float16",
                     block_M=128, block_N=128, num_stages=2, threads=256, overlap=True, pingpong=False,
                     extra_step=True, fence_wait=True, two_p=True, lazy_rescale=True, persistent=False,
                     num_sms=132):
-    """`threads`: the consumer threads (two warpgroups at the default); on Hopper a 128-thread producer warpgroup
-    comes on top. `num_sms`: blocks of the persistent schedule, one per SM (132 on an H100 SXM or H200; the
-    playground sets it to the count of the GPU present). The other options are listed in OPTIONS below."""
+    """`group_size`: query heads sharing one key/value head (Llama 3: 32 query heads, 8 key/value heads, groups of 4;
+    1 is multi-head attention). `threads`: the consumer threads (two warpgroups at the default); on Hopper a
+    128-thread producer warpgroup comes on top. `num_sms`: blocks of the persistent schedule, one per SM (132 on an
+    H100 SXM or H200; the playground sets it to the GPU's count). The other options are listed in OPTIONS below."""
     check_options(overlap=overlap, pingpong=pingpong, extra_step=extra_step, persistent=persistent)
+    if group_size < 1 or heads % group_size:
+        raise ValueError(f"heads={heads} must be a multiple of group_size={group_size} (the query heads that share "
+                         "one key/value head)")
     accum_dtype = "float32"
     scale = (1.0 / math.sqrt(dim)) * 1.4426950408889634  # 1/√dim and log2(e): exp(x/√d) = exp2(x * scale)
     shape = (batch, seq_len, heads, dim)
+    kv_shape = (batch, seq_len, heads // group_size, dim)  # query head h reads key/value head h // group_size
 
     def key_tiles(bx):
         """The key tiles query block bx reads. Causal: tiles past the diagonal hold only masked keys, so they are
@@ -92,10 +98,10 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, dtyp
             l[i] = l[i] * rescale[i] + row_sum[i]
 
     # What every schedule shares: the problem, its tiling, and the two macros above.
-    fa = SimpleNamespace(batch=batch, heads=heads, seq_len=seq_len, dim=dim, causal=causal, dtype=dtype,
-                         accum_dtype=accum_dtype, shape=shape, block_M=block_M, block_N=block_N,
-                         num_stages=num_stages, threads=threads, lazy_rescale=lazy_rescale, key_tiles=key_tiles,
-                         mask=mask, online_softmax=online_softmax)
+    fa = SimpleNamespace(batch=batch, heads=heads, seq_len=seq_len, dim=dim, causal=causal, group_size=group_size,
+                         dtype=dtype, accum_dtype=accum_dtype, shape=shape, kv_shape=kv_shape, block_M=block_M,
+                         block_N=block_N, num_stages=num_stages, threads=threads, lazy_rescale=lazy_rescale,
+                         key_tiles=key_tiles, mask=mask, online_softmax=online_softmax)
     if not overlap:
         return plain_forward(fa)
     # The Hopper schedules, each in its own file (imported here, not at the top, so that `python
@@ -131,7 +137,7 @@ def plain_forward(fa):
     mask, online_softmax = fa.mask, fa.online_softmax
 
     @T.prim_func
-    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(fa.kv_shape, dtype), V: T.Tensor(fa.kv_shape, dtype),
              Output: T.Tensor(shape, dtype)):
         with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=fa.threads) as (bx, by, bz):
             # exp2 in its fast form (ex2.approx.ftz): the exps are the softmax's critical path, and fp32 exps of
@@ -157,14 +163,15 @@ def plain_forward(fa):
 
             n_tiles = fa.key_tiles(bx)
             for k in T.Pipelined(n_tiles, num_stages=num_stages):
-                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)  # keys past seq_len arrive as 0
+                # keys past seq_len arrive as 0
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by // fa.group_size, :], K_shared)
                 T.gemm(Q_shared, K_shared, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
                 mask(S, bx, k)
                 online_softmax(S, m, m_prev, rescale, row_sum, l)
                 T.copy(S, P)
                 for i, j in T.Parallel(block_M, dim):
                     acc_o[i, j] *= rescale[i]  # O = O * exp(m_prev - m) + P V
-                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by // fa.group_size, :], V_shared)
                 T.gemm(P, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
             for i, j in T.Parallel(block_M, dim):
@@ -181,12 +188,7 @@ DTYPES = ["float16", "bfloat16"]
 # The consumer warpgroups (threads / 128) split block_M, 64 rows each: block_M = 64, 128, 192 go with threads = 128,
 # 256, 384, and other pairs fail to compile (one warpgroup holding a 128 × 128 tile spills). Tuned on the H200
 # (bench/README.md): 128 × 128 with two warpgroups at head dim 128, 192 × 128 with three at 64 (in PRESETS).
-SPACE = {
-    "block_M": [64, 128, 192],
-    "block_N": [64, 128],
-    "num_stages": [1, 2],
-    "threads": [128, 256, 384],
-}
+SPACE = {"block_M": [64, 128, 192], "block_N": [64, 128], "num_stages": [1, 2], "threads": [128, 256, 384]}
 
 # Which schedule runs, and the refinements of the Hopper ones (their files say what each does and what it measured):
 #   overlap=False      the plain loop above: for comparison, and for GPUs before Hopper (T.wgmma_gemm needs sm_90a)
@@ -208,15 +210,18 @@ _DIM64 = dict(block_M=192, threads=384, pingpong=True, fence_wait=False, two_p=F
 
 PRESETS = {
     # tuned: non-causal query blocks are all the same length, so one block per SM can walk them in a fixed order
-    "8×32×4096×128": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=False, persistent=True),
-    "8×32×4096×128 causal": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=True),
+    "8×32×4096×128": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=False, group_size=1, persistent=True),
+    "8×32×4096×128 causal": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=True, group_size=1),
     # tuned: at head dim 64 the exps outweigh the GEMMs; three consumer warpgroups taking turns hide them best
-    "4×32×8192×64": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=False, **_DIM64),
-    "4×32×8192×64 causal": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=True, **_DIM64),
-    "2×8×1000×128 (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=False, persistent=True),
-    "2×8×1000×128 causal (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=True),
+    "4×32×8192×64": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=False, group_size=1, **_DIM64),
+    "4×32×8192×64 causal": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=True, group_size=1, **_DIM64),
+    "2×8×1000×128 (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=False, group_size=1,
+                                  persistent=True),
+    "2×8×1000×128 causal (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=True, group_size=1),
+    # grouped-query attention as in Llama 3 8B: 32 query heads, 8 key/value heads (no tuned config: the engine picks)
+    "8×32×4096×128 causal, 8 KV heads (Llama 3)": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=True,
+                                                       group_size=4),
 }
-
 
 
 def shape_class(dim, causal):
@@ -234,18 +239,26 @@ def pick_config(dim, causal):
     return {"persistent": not causal}
 
 
-# Merged over the problem being run (its dim and causal kept): a ragged sequence and an aligned one.
-CHECK_SHAPES = [dict(batch=2, heads=4, seq_len=1000), dict(batch=1, heads=2, seq_len=512)]
+# Merged over the problem being run (its heads, dim, causal, group_size kept): a ragged sequence and an aligned one.
+CHECK_SHAPES = [dict(batch=1, seq_len=1000), dict(batch=1, seq_len=512)]
 
 
-def make_inputs(batch, heads, seq_len, dim, dtype, device, generator):
-    return tuple(torch.randn(batch, seq_len, heads, dim, device=device, generator=generator).to(dtype)
-                 for _ in range(3))
+def make_inputs(batch, heads, seq_len, dim, group_size, dtype, device, generator):
+    q = torch.randn(batch, seq_len, heads, dim, device=device, generator=generator).to(dtype)
+    kv = [torch.randn(batch, seq_len, heads // group_size, dim, device=device, generator=generator) for _ in "kv"]
+    return q, kv[0].to(dtype), kv[1].to(dtype)
+
+
+def expand_heads(q, k, v):
+    """K and V with each key/value head repeated for the query heads of its group: multi-head attention's layout."""
+    g = q.shape[2] // k.shape[2]  # group_size
+    return (k.repeat_interleave(g, dim=2), v.repeat_interleave(g, dim=2)) if g > 1 else (k, v)
 
 
 def reference(q, k, v, causal):
     """Plain attention in float32, a few heads at a time: the full score matrix of 8 × 32 heads at 4096 tokens
     would be 17 GB, one chunk of heads here is at most 1 GB."""
+    k, v = expand_heads(q, k, v)
     b, s, h, d = q.shape
     out = torch.empty(b, s, h, d, dtype=torch.float32, device=q.device)
     keep = torch.ones(s, s, dtype=torch.bool, device=q.device).tril() if causal else None
@@ -261,6 +274,8 @@ def reference(q, k, v, causal):
 
 
 def _sdpa(q, k, v, causal):
+    # Grouped-query attention: the key/value heads expanded first (and timed), as a multi-head model would run it
+    k, v = expand_heads(q, k, v)
     o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal)
     return o.transpose(1, 2)
 
@@ -272,9 +287,9 @@ def flops(batch, heads, seq_len, dim, causal):
     return 4 * batch * heads * seq_len * seq_len * dim // (2 if causal else 1)
 
 
-def bytes_moved(batch, heads, seq_len, dim, dtype):
-    size = 4 if dtype == "float32" else 2
-    return 4 * batch * seq_len * heads * dim * size
+def bytes_moved(batch, heads, seq_len, dim, group_size, dtype):
+    size = 4 if dtype == "float32" else 2  # Q and O, then K and V with heads / group_size heads
+    return (2 * heads + 2 * (heads // group_size)) * batch * seq_len * dim * size
 
 
 if __name__ == "__main__":

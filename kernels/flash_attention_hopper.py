@@ -127,7 +127,7 @@ def overlapped_forward(fa, pingpong, extra_step, fence_wait, two_p):
             steps_of.s_and_pv(blk, K_shared, V_shared, P, P_next, bx, k)
 
     @T.prim_func
-    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(fa.kv_shape, dtype), V: T.Tensor(fa.kv_shape, dtype),
              Output: T.Tensor(shape, dtype)):
         with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             T.annotate_pass_configs({"tl.enable_fast_math": True})  # exp2 as ex2.approx.ftz (see plain_forward)
@@ -166,9 +166,9 @@ def overlapped_forward(fa, pingpong, extra_step, fence_wait, two_p):
                                              steps=steps))
             for k in T.Pipelined(steps, num_stages=num_stages):
                 kk = T.min(k, n_tiles - 1) if extra_step else k  # extra step: the last K tile again (unused)
-                T.copy(K[bz, kk * block_N:(kk + 1) * block_N, by, :], K_shared)
+                T.copy(K[bz, kk * block_N:(kk + 1) * block_N, by // fa.group_size, :], K_shared)
                 prev = T.max(k - 1, 0)
-                T.copy(V[bz, prev * block_N:(prev + 1) * block_N, by, :], V_shared)  # one tile behind K
+                T.copy(V[bz, prev * block_N:(prev + 1) * block_N, by // fa.group_size, :], V_shared)  # 1 tile behind
                 if pingpong:  # the consumer warpgroups issue their GEMMs in turn: 0, 1, .., 0, 1, ..
                     # Each turn's barrier has two parties: the warpgroup before arrives, this one waits.
                     # (Inside the loop, where TileLang numbers consumer threads from 0; outside it, not.)
@@ -186,7 +186,7 @@ def overlapped_forward(fa, pingpong, extra_step, fence_wait, two_p):
             if not extra_step:  # the last tile's P V, on a V tile loaded here (O_shared is free until the end)
                 V_last = O_shared if block_M == block_N else T.alloc_shared((block_N, dim), dtype)
                 last = n_tiles - 1
-                T.copy(V[bz, last * block_N:(last + 1) * block_N, by, :], V_last)
+                T.copy(V[bz, last * block_N:(last + 1) * block_N, by // fa.group_size, :], V_last)
                 if two_p:
                     if last % 2 == 0:
                         T.gemm(P, V_last, acc_o, policy=T.GemmWarpPolicy.FullRow)

@@ -49,7 +49,7 @@ def persistent_forward(fa, fence_wait, two_p, num_sms):
                 steps_of.pv_only(blk, K_shared, V_shared, P, k)
 
     @T.prim_func
-    def main_persistent(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+    def main_persistent(Q: T.Tensor(shape, dtype), K: T.Tensor(fa.kv_shape, dtype), V: T.Tensor(fa.kv_shape, dtype),
                         Output: T.Tensor(shape, dtype)):
         with T.Kernel(num_sms, threads=threads + 128) as block:
             T.annotate_pass_configs({"tl.enable_fast_math": True})
@@ -91,10 +91,11 @@ def persistent_forward(fa, fence_wait, two_p, num_sms):
                             st = step[0] % num_stages
                             T.mbarrier_wait_parity(empty[st], ((step[0] // num_stages) & 1) ^ 1)
                             if k < n_tiles:  # keys past seq_len arrive as zeros
-                                T.tma_copy(K[tile[2], k * block_N:(k + 1) * block_N, tile[1], :], K_shared[st, :, :],
+                                T.tma_copy(K[tile[2], k * block_N:(k + 1) * block_N, tile[1] // fa.group_size, :],
+                                           K_shared[st, :, :],
                                            barrier=full[st])
                             if k > 0:
-                                T.tma_copy(V[tile[2], (k - 1) * block_N:k * block_N, tile[1], :],
+                                T.tma_copy(V[tile[2], (k - 1) * block_N:k * block_N, tile[1] // fa.group_size, :],
                                            V_shared[st, :, :], barrier=full[st])
                             T.mbarrier_arrive(full[st])
                             step[0] += 1

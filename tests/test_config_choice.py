@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT
 from playground import settings
 from playground.engine import catalogue, config_choice
+from playground.engine.measure import problem_label
 from playground.engine.tune import store_best
 
 KERNELS = ["vector_add", "gemm", "gemm_epilogue", "softmax", "flash_attention"]
@@ -118,6 +119,22 @@ def test_a_stored_tuning_run_is_reused_for_a_nearby_shape_and_reported(own_data)
     # far away (and skinny: another shape class), the rule decides
     assert gemm.resolve(dict(M=256, N=4096, K=4096)).picked_by == "rule"
     assert gemm.resolve(dict(M=32768, N=32768, K=32768)).picked_by == "rule"
+
+
+def test_a_run_stored_before_the_kernel_had_grouped_query_attention_counts_as_multi_head(own_data):
+    """A table written before flash_attention took `group_size` has no such size: it was tuned at the default (1),
+    and still carries over, to a grouped problem nearby too; the labels name the grouping only where there is one."""
+    gpu = config_choice.gpu_model()
+    tuned = {"block_N": 64, "num_stages": 1}
+    old_problem = dict(batch=4, heads=16, seq_len=4096, dim=256, causal=True)
+    config_choice.remember("flash_attention", old_problem, "bfloat16", tuned, gpu)
+    fa = catalogue.load("flash_attention")
+    for group_size in (1, 2):
+        config = fa.resolve(dict(old_problem, seq_len=2048, group_size=group_size))
+        assert config.picked_by == "table" and config.tuned_for == f"4×16×4096×256 causal on {gpu}"
+        assert {k: config.tile[k] for k in tuned} == tuned
+    assert problem_label(dict(old_problem, group_size=4)) == "4×16×4096×256 causal group_size=4"
+    assert problem_label(dict(old_problem, group_size=1)) == "4×16×4096×256 causal"
 
 
 def test_the_nearest_tuned_shape_is_nearest_in_log_distance(own_data):

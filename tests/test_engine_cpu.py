@@ -218,6 +218,30 @@ def test_non_causal_flash_attention_ships_the_persistent_schedule_and_causal_the
     assert "C7514" not in one_p["ptxas_log"] and "C7517" not in one_p["ptxas_log"], "no wgmma serialized"
 
 
+@pytest.mark.parametrize("schedule", [dict(persistent=True), dict(persistent=False),
+                                      dict(persistent=False, overlap=False)])
+def test_grouped_query_attention_takes_a_key_value_head_per_group_of_query_heads(schedule):
+    # Llama 3's grouping, 32 query heads on 8 key/value heads: K and V have 8 heads in every schedule, the grid
+    # (or the persistent walk) still covers all 32 query heads, and nothing spills.
+    k = catalogue.load("flash_attention")
+    config = k.resolve(dict(batch=2, heads=32, seq_len=512, dim=128, causal=False, group_size=4, **schedule))
+    func = k.prim_func(config)
+    shapes = {func.buffer_map[p].name: [int(x) for x in func.buffer_map[p].shape] for p in func.params}
+    assert shapes["Q"] == shapes["Output"] == [2, 512, 32, 128]
+    assert shapes["K"] == shapes["V"] == [2, 512, 8, 128]
+    r = compile_kernel(k, config, "sm_90a")
+    assert r["resources"]["spill_bytes"] == 0
+    assert r["resources"]["grid"] == ([132, 1, 1] if schedule["persistent"] else [4, 32, 2])
+
+
+def test_grouped_query_attention_with_heads_not_a_multiple_of_the_group_is_refused_at_its_line():
+    k = catalogue.load("flash_attention")
+    with pytest.raises(StageError) as err:
+        compile_kernel(k, k.resolve(dict(batch=1, heads=6, seq_len=256, group_size=4)), "sm_90a")
+    assert "heads=6" in err.value.message and "group_size=4" in err.value.message, err.value.message
+    assert "raise ValueError" in k.source.splitlines()[err.value.line - 1]
+
+
 def test_persistent_kernels_launch_one_block_per_sm_of_the_gpu_present(monkeypatch):
     # An H100 PCIe has 114 SMs: the H200's 132 blocks would leave 18 for a second round there, nearly doubling the
     # time. The default follows the GPU (what the page shows is what compiles); a value the user sets still wins.

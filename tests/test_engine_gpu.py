@@ -103,6 +103,16 @@ def test_persistent_flash_attention_verifies_when_query_blocks_outnumber_the_sms
     assert_verified(r)
 
 
+@pytest.mark.parametrize("schedule", [dict(persistent=True), dict(persistent=False),
+                                      dict(persistent=False, overlap=False), dict(dim=64)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_query_attention_verifies_in_every_schedule(causal, schedule):
+    # 3 × 8 query heads on 2 key/value heads, 2000 tokens (ragged): checked against attention on the expanded heads
+    r = run("flash_attention", **{"batch": 3, "heads": 8, "seq_len": 2000, "dim": 128, "causal": causal,
+                                  "group_size": 4, **schedule})
+    assert_verified(r)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_persistent_flash_attention_verifies_with_one_p_buffer_and_the_eager_rescale(causal):
     # two_p=False: P V reads the one P buffer, which the next P overwrites only after that P V is done

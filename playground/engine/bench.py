@@ -27,8 +27,8 @@ from .measure import Measurement, MeasureOptions, Measurer, new_seed, problem_la
 BENCH_DIR = ROOT / "bench"
 
 
-def _fa(seq, dim, causal, batch=8, heads=32):
-    return dict(batch=batch, heads=heads, seq_len=seq, dim=dim, causal=causal)
+def _fa(seq, dim, causal, batch=8, heads=32, group_size=1):
+    return dict(batch=batch, heads=heads, seq_len=seq, dim=dim, causal=causal, group_size=group_size)
 
 
 def _gemm(M, N, K):
@@ -70,6 +70,11 @@ TARGETS = [
     *[("flash_attention", dt, p, "SDPA", 1.00) for dt in ("float16", "bfloat16") for c in (False, True)
       for p in (_fa(2048, 64, c, batch=16, heads=16), _fa(8192, 64, c, batch=4))],
     *[("flash_attention", "bfloat16", _fa(4096, 256, c, batch=4, heads=16), "SDPA", 1.00) for c in (False, True)],
+    # grouped-query attention against SDPA on the expanded heads: Llama 3 8B (32 heads on 8) and 70B (64 on 8)
+    *[("flash_attention", dt, _fa(4096, 128, c, group_size=4), "SDPA", 1.00) for dt in ("float16", "bfloat16")
+      for c in (False, True)],
+    *[("flash_attention", "bfloat16", _fa(8192, 128, c, batch=2, heads=64, group_size=8), "SDPA", 1.00)
+      for c in (False, True)],
 ]
 
 

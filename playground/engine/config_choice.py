@@ -140,9 +140,12 @@ def nearest(kernel, problem: dict, dtype: str, gpu: str | None = None) -> tuple[
     if one lies within MAX_DISTANCE. Of two as near, the user's own run wins over the shipped table."""
     gpu = gpu or gpu_model()
     wanted = shape_class(kernel, problem, dtype)
+    # An entry written before the kernel had one of its problem parameters (flash_attention's group_size) was
+    # tuned at that parameter's default.
+    defaults = {n: v for n, v in getattr(kernel, "factory_defaults", {}).items() if n in problem}
     best = None
     for entry in user_entries(gpu) + shipped_entries(gpu):
-        p = entry["problem"]
+        p = entry["problem"] = {**defaults, **entry["problem"]}
         if entry["kernel"] != kernel.name or switches(p) != switches(problem):  # causal or not, ...
             continue
         if shape_class(kernel, p, entry.get("dtype", dtype)) != wanted:

@@ -39,11 +39,21 @@ def new_seed() -> int:
 
 
 def problem_label(problem: dict) -> str:
-    """"4096×4096×4096", "8×32×4096×128 causal": the numbers in the file's order, then the switches that are on."""
-    numbers = [str(v) for v in problem.values() if isinstance(v, int) and not isinstance(v, bool)]
-    flags = [k for k, v in problem.items() if v is True]
-    others = [str(v) for v in problem.values() if isinstance(v, str)]
-    return " ".join(["×".join(numbers)] + flags + others)
+    """"4096×4096×4096", "8×32×4096×128 causal": the sizes before the first switch in the file's order, then the
+    switches that are on; a number after a switch is a variant's count (flash_attention's group_size), written with
+    its name, and not at all when it is 1, the plain case ("8×32×4096×128 causal group_size=4")."""
+    words, numbers, after_switch = [], [], False
+    for name, v in problem.items():
+        if isinstance(v, int) and not isinstance(v, bool):
+            if not after_switch:
+                numbers.append(str(v))
+            elif v != 1:
+                words.append(f"{name}={v}")
+        else:
+            after_switch = True
+            if v is True or isinstance(v, str):
+                words.append(name if v is True else v)
+    return " ".join(["×".join(numbers)] + words)
 
 
 # -- failures on the GPU ------------------------------------------------------------------------------------------
