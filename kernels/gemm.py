@@ -197,25 +197,31 @@ def shape_class(M, N, K):
     return "large" if -(-M // 128) * -(-N // 256) >= 132 // 2 else "skinny"
 
 
+# The tiles the rule picks from: (block_M, block_N, threads, num_stages, speed of a full round of them relative to
+# 128 × 256, measured on the H200 from 4096³ to 8192³). A smaller tile reuses each operand it fetches less, so it
+# keeps a fourth stage in flight (64 × 128 tiles: 0.61 of 128 × 256 with 4 stages, 0.44 with 3).
+TILES = [(128, 256, 256, 3, 1.00), (128, 128, 256, 4, 0.98), (64, 128, 128, 4, 0.61)]
+
+
 def pick_config(M, N, K, num_sms=132):
     """The config for an M × N × K product when none is set, tuned or preset (playground/engine/config_choice.py)."""
-    def tiles(block_M, block_N):
-        return -(-M // block_M) * -(-N // block_N)
     # TMA needs every row of A (K elements) and of B and C (N elements) to start on a 16-byte boundary (8 fp16 or
     # bf16 values). The hand-written schedule loads only by TMA, so other sizes (K = 2047) take the T.Pipelined one,
     # which then copies with cp.async; with 256-wide tiles that copy runs out of registers, 128-wide ones fit.
     if K % 8 or N % 8:
         return {"warp_specialized": False, "block_M": 128, "block_N": 128, "threads": 256}
-    # Large outputs keep the shipped 128 × 256 tiles: the most reuse of each operand fetched (1.00-1.03× cuBLAS
-    # from 4096³ to 8192³). A short K (8192 × 8192 × 1024, 1.03×) needs nothing more: the persistent blocks
-    # overlap one tile's start with the last one's end.
-    if tiles(128, 256) >= num_sms // 2:
-        return {"block_M": 128, "block_N": 256, "threads": 256}
-    # Skinny (M or N small): fewer tiles than half the SMs leaves most of the GPU idle; halve the tile's width.
-    if tiles(128, 128) >= num_sms // 2:
-        return {"block_M": 128, "block_N": 128, "threads": 256}
-    # Smaller still: 64-row tiles, one consumer warpgroup (threads = 128) holds a 64-row tile.
-    return {"block_M": 64, "block_N": 128, "threads": 128}
+
+    # The num_sms persistent blocks take the output tiles in rounds, and a round costs the same however few tiles
+    # it has. 3072³ in 128 × 256 tiles is 288 tiles: three rounds, the last 18 % full (0.77× cuBLAS); in 128 × 128
+    # tiles, 576: five rounds, 87 % full (0.85×). A small output (1024³, or M = 128) fills one round only with
+    # 64 × 128 tiles. So: the tile with the shortest time, rounds × tile size ÷ speed (as cuBLAS's heuristics weigh
+    # wave quantization); on large outputs, whose last round is nearly full, that is 128 × 256.
+    def time(block_M, block_N, speed):
+        rounds = -(-(-(-M // block_M) * -(-N // block_N)) // num_sms)
+        return rounds * block_M * block_N / speed
+
+    block_M, block_N, threads, num_stages, _ = min(TILES, key=lambda t: time(t[0], t[1], t[4]))
+    return {"block_M": block_M, "block_N": block_N, "threads": threads, "num_stages": num_stages}
 
 
 # Verification runs on these too, whatever size is being timed: one aligned, one ragged in every dimension.

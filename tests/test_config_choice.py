@@ -33,6 +33,12 @@ def factory_tile(kernel):
 @pytest.mark.parametrize("name, problem, expected", [
     # short fp16 rows: 128 threads, so that no thread holds only padding
     ("softmax", dict(M=32768, N=1024), {"threads": 128, "cluster": 1}),
+    # short rows share a block: at least 2048 elements each
+    ("softmax", dict(M=131072, N=512), {"rows_per_block": 4, "threads": 128}),
+    # 2048 columns: two 16-byte loads a thread, so 128 threads
+    ("softmax", dict(M=32768, N=2048), {"threads": 128, "rows_per_block": 1}),
+    # 3072³: 288 tiles of 128 × 256 would take three rounds of 132, the last 18 % full; 128 × 128 tiles fill five
+    ("gemm", dict(M=3072, N=3072, K=3072), {"block_M": 128, "block_N": 128, "num_stages": 4}),
     # rows of 65536: over 4 CTAs, 16384 columns each
     ("softmax", dict(M=4096, N=65536), {"cluster": 4}),
     # head dim 256: 64-key tiles, so that two stages fit in shared memory
@@ -52,6 +58,19 @@ def test_the_default_off_the_presets_comes_from_the_kernel_files_rule(own_data, 
     assert config.picked_by == "rule" and config.to_json()["picked_by"] == "rule"
     assert {k: config.tile[k] for k in expected} == expected
     assert {k: config.tile[k] for k in expected} != {k: factory_tile(kernel)[k] for k in expected}
+
+
+def test_the_gemm_rule_keeps_its_large_tile_where_the_last_round_is_full_and_not_where_it_is_not(own_data):
+    gemm = catalogue.load("gemm")
+    large = [dict(M=4096, N=4096, K=4096), dict(M=8192, N=8192, K=8192), dict(M=4096, N=14336, K=4096),
+             dict(M=6144, N=6144, K=6144), dict(M=16384, N=256, K=4096)]
+    for problem in large:
+        tile = gemm.resolve(problem).tile
+        assert (tile["block_M"], tile["block_N"]) == (128, 256), problem
+    # off the 128 × 256 grid of rounds: a smaller tile, and the fourth stage that a smaller tile needs
+    for problem in (dict(M=3072, N=3072, K=3072), dict(M=2048, N=11008, K=4096), dict(M=128, N=8192, K=8192)):
+        tile = gemm.resolve(problem).tile
+        assert tile["block_M"] * tile["block_N"] < 128 * 256 and tile["num_stages"] == 4, problem
 
 
 def test_the_rule_follows_the_problem_not_one_fixed_config(own_data):
