@@ -103,6 +103,19 @@ def test_persistent_flash_attention_verifies_when_query_blocks_outnumber_the_sms
     assert_verified(r)
 
 
+@pytest.mark.parametrize("name, problem", [
+    ("softmax", dict(M=131072, N=512)),        # four rows a block
+    ("softmax", dict(M=32768, N=2048)),        # 128 threads, two loads each
+    ("gemm", dict(M=3072, N=3072, K=3072)),    # 128 × 128 tiles, four stages
+    ("gemm", dict(M=128, N=8192, K=8192)),     # 64 × 128 tiles, four stages
+])
+def test_the_rules_configs_off_the_presets_verify_on_every_check_shape(name, problem):
+    # The rule's config for this problem is the one every check shape runs with, ragged ones included.
+    r = run(name, **problem)
+    assert_verified(r)
+    assert r["config"]["picked_by"] == "rule"
+
+
 @pytest.mark.parametrize("schedule", [dict(persistent=True), dict(persistent=False),
                                       dict(persistent=False, overlap=False), dict(dim=64)])
 @pytest.mark.parametrize("causal", [False, True])
