@@ -217,6 +217,8 @@ HELP = {
     "seq_len": "tokens per sequence (queries and keys)",
     "dim": "head dimension: the length of each query, key and value vector",
     "causal": "each query sees only the keys before it (tiles above the diagonal are skipped)",
+    "group_size": "query heads that share one key/value head (grouped-query attention: Llama 3 has 32 query heads "
+                  "on 8 key/value heads, groups of 4); 1 is multi-head attention",
     "block_M": "rows of the output tile one block computes: bigger reuses each load more but needs more shared "
                "memory and registers, and makes fewer blocks",
     "block_N": "columns of the output tile one block computes: bigger reuses each load more but needs more "
