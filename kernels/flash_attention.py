@@ -48,8 +48,8 @@ def flash_attention(batch=8, heads=32, seq_len=4096, dim=128, causal=False, grou
     H100 SXM or H200; the playground sets it to the GPU's count). The other options are listed in OPTIONS below."""
     check_options(overlap=overlap, pingpong=pingpong, extra_step=extra_step, persistent=persistent)
     if group_size < 1 or heads % group_size:
-        raise ValueError(f"heads={heads} must be a multiple of group_size={group_size} (the query heads that share "
-                         "one key/value head)")
+        raise ValueError(f"group_size={group_size} (the query heads that share one key/value head) must be at least "
+                         f"1 and divide heads={heads}")
     accum_dtype = "float32"
     scale = (1.0 / math.sqrt(dim)) * 1.4426950408889634  # 1/√dim and log2(e): exp(x/√d) = exp2(x * scale)
     shape = (batch, seq_len, heads, dim)
