@@ -217,7 +217,8 @@ def pick_config(M, N, K, num_sms=132):
     # 64 × 128 tiles. So: the tile with the shortest time, rounds × tile size ÷ speed (as cuBLAS's heuristics weigh
     # wave quantization); on large outputs, whose last round is nearly full, that is 128 × 256.
     def time(block_M, block_N, speed):
-        rounds = -(-(-(-M // block_M) * -(-N // block_N)) // num_sms)
+        tiles = -(-M // block_M) * -(-N // block_N)
+        rounds = -(-tiles // num_sms)
         return rounds * block_M * block_N / speed
 
     block_M, block_N, threads, num_stages, _ = min(TILES, key=lambda t: time(t[0], t[1], t[4]))

@@ -142,7 +142,7 @@ def nearest(kernel, problem: dict, dtype: str, gpu: str | None = None) -> tuple[
     wanted = shape_class(kernel, problem, dtype)
     # An entry written before the kernel had one of its problem parameters (flash_attention's group_size) was
     # tuned at that parameter's default.
-    defaults = {n: v for n, v in getattr(kernel, "factory_defaults", {}).items() if n in problem}
+    defaults = {n: v for n, v in kernel.factory_defaults.items() if n in problem}
     best = None
     for entry in user_entries(gpu) + shipped_entries(gpu):
         p = entry["problem"] = {**defaults, **entry["problem"]}
