@@ -19,6 +19,7 @@ from .styles import SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
 
 DRAFT_KEY = "tilelang-playground-draft"
 AUTO = "auto"
+COMPARE_HINT = "Compile twice (say, before and after an edit) and pick the two here to see how the CUDA changed."
 LEGEND = ('<div class="pg-legend">Click or select lines in the editor, or hover a CUDA line, to see what came '
           'from where.'
           '<span class="sw" style="background:#388bfd"></span>chosen source line'
@@ -243,8 +244,7 @@ class Page:
                 with gr.Row():
                     self.cmp_a = gr.Dropdown([], label="Older", elem_id="pg-cmp-a")
                     self.cmp_b = gr.Dropdown([], label="Newer", elem_id="pg-cmp-b")
-                self.diff = gr.HTML(views.placeholder("Compile twice (say, before and after an edit) and pick the "
-                                                      "two here to see how the CUDA changed."), elem_id="pg-diff")
+                self.diff = gr.HTML(views.placeholder(COMPARE_HINT), elem_id="pg-diff")
             insight_tabs.build(self)
 
     # -- shared pieces of handlers ------------------------------------------------------------------------------
@@ -367,7 +367,8 @@ class Page:
         b = choices[0][1] if choices else None
         return {self.history: history, self.hist_table: hist.frame(history),
                 self.hist_plot: plot(charts.history_figure(history)),
-                self.cmp_a: gr.update(choices=choices, value=a), self.cmp_b: gr.update(choices=choices, value=b)}
+                self.cmp_a: gr.update(choices=choices, value=a), self.cmp_b: gr.update(choices=choices, value=b),
+                self.diff: self.on_compare(history, a, b)}
 
     def fresh_kernel_outputs(self, kernel: str, source: str, c: ctl.Controls, values: dict, dtype: str, arch,
                              session: str, status: str) -> dict:
@@ -588,7 +589,8 @@ class Page:
     def on_compare(self, history, a, b):
         ea, eb = hist.find(history, a), hist.find(history, b)
         if not ea or not eb:
-            return views.placeholder("Pick two entries of the history.")
+            return views.placeholder(COMPARE_HINT if len(hist.choices(history)) < 2 else
+                                     "Pick two entries of the history.")
         from .highlight import diff_html
         return diff_html(ea["cuda"], eb["cuda"], f"#{ea['n']} {ea['label']}", f"#{eb['n']} {eb['label']}")
 
@@ -623,7 +625,7 @@ class Page:
         common = {self.status, self.error_box, self.log_acc, self.log, self.error_line, self.draft, self.share,
                   self.py_dl, self.params_note, *self.p_slots, *self.t_slots, *own_kernel.outputs(self)}
         compiled = {self.cuda, self.ptx, self.sass, self.host, self.src_line, self.last, self.resources, self.cu_dl,
-                    self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b}
+                    self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b, self.diff}
         inputs = self.setup | {self.last, self.history}
         self.compile_btn.click(self.on_compile, inputs, common | compiled, **engine_kw).then(
             None, [self.error_line], None, js=SCROLL_TO_ERROR_JS).then(None, None, None, js=SCROLL_TO_MARK_JS)
@@ -644,8 +646,11 @@ class Page:
                               api_visibility="private", **light)
         self.src_line.input(self.cuda_view, [self.last, self.src_line], self.cuda, api_visibility="private",
                             **light).then(None, None, None, js=SCROLL_TO_MARK_JS)
+        # The compile that adds an entry shows its own diff (above); a pick here is the user's. Listening to `change`
+        # instead raced: setting both dropdowns at once fired two events, and the one sent while the second dropdown
+        # still held its old value could answer last with "the same CUDA".
         for comp in (self.cmp_a, self.cmp_b):
-            comp.change(self.on_compare, [self.history, self.cmp_a, self.cmp_b], self.diff,
+            comp.input(self.on_compare, [self.history, self.cmp_a, self.cmp_b], self.diff,
                         api_visibility="private", **light)
         insight_tabs.wire(self)
         classroom.wire(self, demo)
