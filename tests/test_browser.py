@@ -174,6 +174,19 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
     assert slot(page, "block_N").locator("input").input_value() == "auto"
 
 
+def test_ctrl_enter_compiles_and_ctrl_shift_enter_runs_from_inside_the_editor(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    page.wait_for_selector("#pg-compile[title='Compile (Ctrl+Enter)']")  # the button names its key
+    before = editor_text(page)
+    page.click("#pg-editor .cm-content")  # the keys reach the page from where a student types
+    page.keyboard.press("Control+Enter")
+    assert "compiled vector_add" in wait_idle(page)
+    assert editor_text(page) == before  # CodeMirror's own Mod-Enter (a new blank line) did not run as well
+    page.keyboard.press("Control+Shift+Enter")
+    status = wait_idle(page)
+    assert re.search(r"vector_add verified|run of vector_add", status), status
+
+
 def test_broken_source_shows_stage_line_and_log(page, url):
     open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
     page.click("#pg-editor .cm-content")

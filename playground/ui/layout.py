@@ -422,7 +422,7 @@ class Page:
         text = (f"Loaded {kernel} from the link" + (", over your edited draft of it." if restored and edited
                                                     else ".") if query.get("kernel") == kernel else
                 f"Restored your draft of {kernel}" + (" (edited)." if edited else ".") if restored else
-                "Ready. Edit the kernel or its parameters, then Compile or Run.")
+                views.READY)
         if shared:
             text = f"Opened the shared {kernel} ({shared['shared']})" + (", edited." if edited else ".")
         if notes:

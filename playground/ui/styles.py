@@ -267,8 +267,26 @@ HEAD = r"""
       }
     });
   };
+  // Ctrl+Enter (Cmd+Enter on a Mac) compiles and Ctrl+Shift+Enter runs, from anywhere on the page, the editor
+  // included: the keys of Compiler Explorer and of notebooks. Caught in the capture phase, before CodeMirror, whose
+  // own Mod-Enter would insert a blank line into the source.
+  const KEYS = {"#pg-compile": "Compile (Ctrl+Enter)", "#pg-run": "Compile, verify and time (Ctrl+Shift+Enter)"};
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key !== "Enter" || !(ev.ctrlKey || ev.metaKey) || ev.altKey || ev.repeat) return;
+    const button = document.querySelector(ev.shiftKey ? "#pg-run" : "#pg-compile");
+    if (!button || button.disabled || !button.offsetParent) return;  // busy, or not on this page
+    ev.preventDefault();
+    ev.stopPropagation();
+    button.click();
+  }, true);
+  const titleButtons = () => {
+    for (const [sel, title] of Object.entries(KEYS)) {
+      const button = document.querySelector(sel);
+      if (button && button.title !== title) button.title = title;
+    }
+  };
   let pending = null;
-  new MutationObserver(() => { clearTimeout(pending); pending = setTimeout(() => { fixEditorContrast(); titleControls(); }, 150); })
+  new MutationObserver(() => { clearTimeout(pending); pending = setTimeout(() => { fixEditorContrast(); titleControls(); titleButtons(); }, 150); })
     .observe(document.documentElement, {childList: true, subtree: true});
 
   document.addEventListener("mouseup", () => setTimeout(markSelection, 0));

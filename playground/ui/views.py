@@ -208,11 +208,14 @@ def ran_on_text(result: dict | None) -> str:
         f" ({where['arch']})" if where.get("arch") else "")
 
 
+READY = "Ready. Edit the kernel or its parameters, then Compile (Ctrl+Enter) or Run (Ctrl+Shift+Enter)."
+
+
 def status_html(action: str, result: dict | None, waited: float | None = None) -> str:
     """A one-line summary of the last action, above the panes. `waited`: the seconds the user waited for it (what a
     cached compile reports, rather than how long the compile it reuses once took)."""
     if not result:
-        return '<div class="pg-status idle">Ready. Edit the kernel or its parameters, then Compile or Run.</div>'
+        return f'<div class="pg-status idle">{READY}</div>'
     kernel = esc(result.get("kernel", ""))
     if not result.get("ok"):
         err = result.get("error") or {}
