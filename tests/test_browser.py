@@ -187,6 +187,25 @@ def test_ctrl_enter_compiles_and_ctrl_shift_enter_runs_from_inside_the_editor(pa
     assert re.search(r"vector_add verified|run of vector_add", status), status
 
 
+def test_switching_kernel_mid_compile_drops_the_old_kernels_answer(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+Home")
+    page.keyboard.type(f"# not in the cache: {time.time()}\n")  # a real compile, seconds long
+    page.click("#pg-compile")
+    time.sleep(1.0)
+    choose(page, page.locator("#pg-kernel"), "softmax")
+    page.wait_for_function("() => document.querySelector('#pg-editor .cm-line').innerText.startsWith('\"\"\"Row softmax')")
+    page.click("#pg-compile")  # queued behind the old compile where the server runs one at a time
+    assert "compiled softmax" in wait_idle(page)
+    time.sleep(3.0)  # (an answer of the old compile would have come by now)
+    assert "compiled softmax" in page.inner_text("#pg-status")
+    assert editor_text(page).startswith('"""Row softmax')
+    page.get_by_role("tab", name="History").click()
+    history = page.inner_text("#pg-hist-table")
+    assert "softmax" in history and "vector_add" not in history, history
+
+
 def test_broken_source_shows_stage_line_and_log(page, url):
     open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
     page.click("#pg-editor .cm-content")

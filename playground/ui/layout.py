@@ -605,11 +605,6 @@ class Page:
                       self.roofline_plot, self.own, self.entry, self.own_draft}
         demo.load(self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
                   **light)
-        # A kernel switch is one event: `select` fires once per choice (`input` fires twice), and it reads only the
-        # kernel and the target, never the previous kernel's controls.
-        self.kernel.select(self.on_kernel, {self.kernel, self.arch, self.editor, self.own, self.own_draft}, everything, api_visibility="private",
-                           trigger_mode="always_last", **light)
-        self.reset_btn.click(self.on_reset, self.setup, everything, api_visibility="private", **light)
         edits = {self.draft, self.share, self.py_dl, self.preset, self.params_note, *self.p_slots, *self.t_slots}
         self.editor.input(self.on_edit, self.setup, edits, api_visibility="private", trigger_mode="always_last",
                           **light)
@@ -627,17 +622,26 @@ class Page:
         compiled = {self.cuda, self.ptx, self.sass, self.host, self.src_line, self.last, self.resources, self.cu_dl,
                     self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b, self.diff}
         inputs = self.setup | {self.last, self.history}
-        self.compile_btn.click(self.on_compile, inputs, common | compiled, **engine_kw).then(
-            None, [self.error_line], None, js=SCROLL_TO_ERROR_JS).then(None, None, None, js=SCROLL_TO_MARK_JS)
-        self.run_btn.click(self.on_run, inputs, common | compiled | {
-            self.verify, self.speed, self.speed_plot, self.roofline_plot, self.results_tabs}, **engine_kw).then(
-            None, [self.error_line], None, js=SCROLL_TO_ERROR_JS)
-        self.tune_btn.click(self.on_tune, self.setup, common | {
+        compile_job = self.compile_btn.click(self.on_compile, inputs, common | compiled, **engine_kw)
+        compile_job.then(None, [self.error_line], None, js=SCROLL_TO_ERROR_JS).then(None, None, None,
+                                                                                    js=SCROLL_TO_MARK_JS)
+        run_job = self.run_btn.click(self.on_run, inputs, common | compiled | {
+            self.verify, self.speed, self.speed_plot, self.roofline_plot, self.results_tabs}, **engine_kw)
+        run_job.then(None, [self.error_line], None, js=SCROLL_TO_ERROR_JS)
+        tune_job = self.tune_btn.click(self.on_tune, self.setup, common | {
             self.tuned, self.tune_summary, self.tune_plot, self.tune_table, self.apply_best, self.results_tabs},
             **engine_kw)
-        self.sweep_btn.click(self.on_sweep, self.setup | {self.sweep_metric}, common | {
+        sweep_job = self.sweep_btn.click(self.on_sweep, self.setup | {self.sweep_metric}, common | {
             self.swept, self.sweep_metric, self.sweep_plot, self.sweep_table, self.sweep_error},
             **{**engine_kw, "show_progress_on": [self.status, self.sweep_plot]})
+        # A kernel switch is one event: `select` fires once per choice (`input` fires twice), and it reads only the
+        # kernel and the target, never the previous kernel's controls. It (and Reset) cancels this user's job still
+        # queued or running: a compile of the kernel before, answering late, would write its CUDA, status and
+        # controls over the new kernel's. (A job already running finishes on the server; its answer is dropped.)
+        jobs = [compile_job, run_job, tune_job, sweep_job]
+        self.kernel.select(self.on_kernel, {self.kernel, self.arch, self.editor, self.own, self.own_draft},
+                           everything, api_visibility="private", trigger_mode="always_last", cancels=jobs, **light)
+        self.reset_btn.click(self.on_reset, self.setup, everything, api_visibility="private", cancels=jobs, **light)
         self.sweep_metric.input(self.on_sweep_metric, [self.swept, self.sweep_metric], self.sweep_plot,
                                 api_visibility="private", **light)
         self.apply_best.click(self.on_apply_best, self.setup | {self.tuned},
