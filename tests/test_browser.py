@@ -185,6 +185,8 @@ def test_ctrl_enter_compiles_and_ctrl_shift_enter_runs_from_inside_the_editor(pa
     page.keyboard.press("Control+Shift+Enter")
     status = wait_idle(page)
     assert re.search(r"vector_add verified|run of vector_add", status), status
+    # without a GPU the run is refused: that is no failed compile, so the CUDA shown is not marked stale
+    assert page.locator("#pg-cuda .pg-stale").count() == 0
 
 
 def test_switching_kernel_mid_compile_drops_the_old_kernels_answer(page, url):

@@ -508,9 +508,10 @@ class Page:
             out[self.resources] = views.resources_html(result)
             out[self.cu_dl] = gr.update(value=download_path(_session(request), f"{kernel}.cu", result["cuda"]),
                                         interactive=True, label=f"Download {kernel}.cu")
-        elif previous and previous.get("cuda") and err:
+        elif previous and previous.get("cuda") and err and err.get("stage") != "device":
             # No new CUDA (the compile failed): the CUDA still shown is the last good compile's, and says so; the
-            # error's line is marked in it where it maps there.
+            # error's line is marked in it where it maps there. (A run refused for want of a GPU compiled nothing
+            # and failed nothing: the CUDA shown stays as it is.)
             last = {**previous, "error_line": err.get("line"), "stale": True}
             out[self.last] = last
             out.update(self.panes(last, None))
