@@ -208,6 +208,22 @@ def test_switching_kernel_mid_compile_drops_the_old_kernels_answer(page, url):
     assert "softmax" in history and "vector_add" not in history, history
 
 
+def test_an_exercise_starter_comes_with_its_kernel_and_compiles(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+Home")
+    page.keyboard.type("# my own work\n")
+    page.click("#pg-exercise")  # the accordion
+    choose(page, page.locator("#pg-exercise-pick"), "Tiled GEMM on the tensor cores (tiled_gemm)")
+    page.click("#pg-exercise-starter")
+    page.wait_for_function("() => document.querySelector('#pg-editor .cm-line').innerText.startsWith('\"\"\"Tiled GEMM')")
+    assert page.locator("#pg-kernel input").input_value() == "gemm"  # the kernel the starter defines
+    assert page.locator("#pg-kept-draft").is_visible()  # the text it replaced, to download
+    page.click("#pg-compile")
+    status = wait_idle(page)
+    assert "compiled gemm" in status, status
+
+
 def test_broken_source_shows_stage_line_and_log(page, url):
     open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
     page.click("#pg-editor .cm-content")

@@ -746,10 +746,36 @@ def wire(page, demo) -> None:
         return ex.statement + f"\n\n*Hidden shapes: {len(ex.hidden)}, with fresh random inputs at each submission.*"
     page.exercise.change(on_exercise, page.exercise, page.statement, **light)
 
-    def on_starter(name, source):
-        ex = classroom().exercises_by_name().get(name or "")
-        return source if ex is None else ex.starter
-    page.starter_btn.click(on_starter, [page.exercise, page.editor], page.editor, **light)
+    def on_starter(data: dict, request: gr.Request):
+        """The starter in the editor as the source of the kernel it defines, with that kernel's controls: the page
+        compiles the editor as the kernel picked, and a gemm starter read as vector_add has no kernel to build.
+        The text it replaces, if edited, is offered as a download."""
+        from . import controls as ctl, gateway, own_kernel, views
+        from .layout import download_path
+        ex = classroom().exercises_by_name().get(data[page.exercise] or "")
+        if ex is None:
+            return {page.status: '<div class="pg-status idle">Pick an exercise first.</div>'}
+        session = getattr(request, "session_hash", None)
+        before, kernel_before = data[page.editor] or "", data[page.kernel]
+        kept = gr.update(visible=False)
+        if before.strip() and before != ex.starter and not gateway.is_original(kernel_before, before):
+            kept = gr.update(value=download_path(session, f"{re.sub(r'[^A-Za-z0-9_-]', '', str(kernel_before))}"
+                                                          "-before-the-starter.py", before),
+                             visible=True, label="Your text before the starter: download it")
+        status = (f'<div class="pg-status idle">The starter of {views.esc(ex.title)} is in the editor, as '
+                  f'{views.esc(ex.factory)}: compile it, then make it faster and Submit.</div>')
+        if ex.factory not in page.names:  # a kernel of the teacher's own: the text alone
+            return {page.editor: ex.starter, page.status: status, page.kept_draft: kept}
+        c = ctl.controls_for(gateway.describe(ex.factory))
+        values = c.defaults()
+        dtype = ex.dtype if ex.dtype in c.dtypes else values["dtype"]
+        values.pop("dtype")
+        arch = None if data[page.arch] in (None, "", "auto") else data[page.arch]
+        out = page.fresh_kernel_outputs(ex.factory, ex.starter, c, values, dtype, arch, session, status)
+        out.update(own_kernel.leave(page, data))
+        out[page.kept_draft] = kept
+        return out
+    page.starter_btn.click(on_starter, page.setup | {page.exercise}, page.everything | {page.kept_draft}, **light)
 
     def on_submit(name, source, params_text, request: gr.Request, progress=gr.Progress()):
         try:

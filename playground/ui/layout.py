@@ -598,7 +598,7 @@ class Page:
     # -- wiring -----------------------------------------------------------------------------------------------
     def wire(self, demo: gr.Blocks) -> None:
         light = dict(concurrency_limit=None, show_progress="hidden")
-        everything = {self.kernel, self.editor, self.preset, self.dtype, self.arch, self.status, self.last,
+        self.everything = everything = {self.kernel, self.editor, self.preset, self.dtype, self.arch, self.status, self.last,
                       self.resources, self.cu_dl, self.cuda, self.ptx, self.sass, self.host, self.src_line,
                       self.error_box,
                       self.log_acc, self.log, self.error_line, self.draft, self.share, self.py_dl, *self.p_slots,
