@@ -224,6 +224,24 @@ def test_an_exercise_starter_comes_with_its_kernel_and_compiles(page, url):
     assert "compiled gemm" in status, status
 
 
+def test_a_link_is_a_whole_setup_and_a_reload_after_it_keeps_the_users_changes(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    type_value(page, slot(page, "block_N"), "16384")  # the draft of this browser
+    time.sleep(1.0)
+    open_page(page, url, "?kernel=vector_add&N=8192")  # a teacher's link: what it leaves out is the default
+    assert "Loaded vector_add from the link" in page.inner_text("#pg-status")
+    assert slot(page, "N").locator("input").input_value() == "8192"
+    assert slot(page, "block_N").locator("input").input_value() == "auto"
+    assert "kernel=" not in page.url  # the link applied, the address is the page's own again
+    type_value(page, slot(page, "block_N"), "2048")
+    time.sleep(1.0)
+    page.reload(wait_until="domcontentloaded")
+    page.wait_for_selector("#pg-editor .cm-content")
+    assert "Restored your draft of vector_add" in wait_idle(page)
+    assert slot(page, "N").locator("input").input_value() == "8192"
+    assert slot(page, "block_N").locator("input").input_value() == "2048"
+
+
 def test_broken_source_shows_stage_line_and_log(page, url):
     open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
     page.click("#pg-editor .cm-content")

@@ -15,7 +15,7 @@ from . import classroom  # share links, the exercise beside the editor, the boar
 from . import own_kernel  # "New kernel": a kernel of one's own, its controls read from its source (issue 18)
 from ..settings import Settings, current as current_settings
 from .highlight import code_html, source_line_choices
-from .styles import SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
+from .styles import FORGET_LINK_JS, SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
 
 DRAFT_KEY = "tilelang-playground-draft"
 AUTO = "auto"
@@ -405,12 +405,14 @@ class Page:
         c = ctl.controls_for(gateway.describe(kernel))
         base, source, arch = c.defaults(), gateway.original_source(kernel), AUTO
         restored = bool(draft and draft.get("kernel") == kernel)
+        from_link = query.get("kernel") == kernel and not shared
         if restored:
+            source = draft.get("source") or source
+        if restored and not from_link:  # a link is a setup: what it leaves out is the default, not the draft's
             saved = {k: str(v) for k, v in (draft.get("values") or {}).items() if k in base}
             base.update(saved if draft.get("tile_auto") else ctl.from_draft_before_auto(c, saved))
             if draft.get("dtype") in c.dtypes:
                 base["dtype"] = draft["dtype"]
-            source = draft.get("source") or source
             arch = draft.get("arch") if draft.get("arch") in self.arch_choices else AUTO
         values, unknown = ctl.from_query(c, {k: v for k, v in query.items()}, base)
         if query.get("arch") in self.arch_choices:
@@ -419,8 +421,8 @@ class Page:
             notes.append("ignored unknown parameters: " + ", ".join(unknown))
         dtype = values.pop("dtype", c.dtype)
         edited = not gateway.is_original(kernel, source)
-        text = (f"Loaded {kernel} from the link" + (", over your edited draft of it." if restored and edited
-                                                    else ".") if query.get("kernel") == kernel else
+        text = (f"Loaded {kernel} from the link" + ("; your edited text of it is kept." if restored and edited
+                                                    else ".") if from_link else
                 f"Restored your draft of {kernel}" + (" (edited)." if edited else ".") if restored else
                 views.READY)
         if shared:
@@ -605,7 +607,7 @@ class Page:
                       *self.t_slots, self.params_note, self.param_help, self.verify, self.speed, self.speed_plot,
                       self.roofline_plot, self.own, self.entry, self.own_draft}
         demo.load(self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
-                  **light)
+                  **light).then(None, None, None, js=FORGET_LINK_JS)
         edits = {self.draft, self.share, self.py_dl, self.preset, self.params_note, *self.p_slots, *self.t_slots}
         self.editor.input(self.on_edit, self.setup, edits, api_visibility="private", trigger_mode="always_last",
                           **light)

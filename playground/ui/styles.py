@@ -297,6 +297,19 @@ HEAD = r"""
 </script>
 """
 
+# Once a link's setup is on the page (?kernel=...&N=..., or ?s=ID), the page is the user's: the address loses the
+# link's query (Gradio's __theme stays), so a reload restores the draft with what they changed since, rather than
+# applying the link over it again.
+FORGET_LINK_JS = """
+() => {
+  const query = new URLSearchParams(location.search), kept = new URLSearchParams();
+  if (query.has("__theme")) kept.set("__theme", query.get("__theme"));
+  if (query.toString() === kept.toString()) return;
+  const rest = kept.toString();
+  history.replaceState(history.state, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+}
+"""
+
 # Scroll the editor to an error's line and flag its line number: gr.Code has no API for it, CodeMirror's DOM does.
 SCROLL_TO_ERROR_JS = """
 (line) => {
