@@ -242,6 +242,22 @@ def test_a_link_is_a_whole_setup_and_a_reload_after_it_keeps_the_users_changes(p
     assert slot(page, "block_N").locator("input").input_value() == "2048"
 
 
+def test_an_error_far_down_the_source_is_scrolled_into_view_in_the_editor(browser, url):
+    page = browser.new_context(viewport={"width": 1024, "height": 768}).new_page()  # the docstring's lines wrap
+    page.set_default_timeout(60_000)
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    # a broken line in the middle, typed through CodeMirror's view as a user's edit; the editor left at its top
+    page.evaluate("""() => { const view = document.querySelector('#pg-editor .cm-content').cmTile.view;
+        view.dispatch({changes: {from: view.state.doc.line(60).from, insert: 'this is not python\\n'},
+                       userEvent: 'input.type'}); view.scrollDOM.scrollTop = 0; }""")
+    page.click("#pg-compile")
+    assert "failed at line 60" in wait_idle(page)
+    flag = page.wait_for_selector("#pg-editor .pg-err-gutter")
+    box, view = flag.bounding_box(), page.locator("#pg-editor .cm-scroller").bounding_box()
+    assert view["y"] <= box["y"] and box["y"] + box["height"] <= view["y"] + view["height"], (box, view)
+    page.context.close()
+
+
 def test_broken_source_shows_stage_line_and_log(page, url):
     open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
     page.click("#pg-editor .cm-content")

@@ -316,11 +316,18 @@ SCROLL_TO_ERROR_JS = """
   if (!line) return [];
   const root = document.querySelector("#pg-editor");
   if (!root) return [];
-  const scroller = root.querySelector(".cm-scroller");
-  const anyLine = root.querySelector(".cm-line");
-  if (scroller && anyLine) {
-    const h = anyLine.getBoundingClientRect().height || 18;
-    scroller.scrollTop = Math.max(0, (line - 6) * h);
+  // CodeMirror's own view (on its content element: `cmTile` in CodeMirror 6.38+, `cmView` before) scrolls to the
+  // line wherever it is; counting line heights instead went wrong past a wrapped line (a long docstring line).
+  const content = root.querySelector(".cm-content");
+  const view = content && ((content.cmTile && content.cmTile.view) ||
+                           (content.cmView && (content.cmView.view || (content.cmView.root || {}).view)));
+  if (view && view.state && view.constructor.scrollIntoView) {
+    const pos = view.state.doc.line(Math.max(1, Math.min(line, view.state.doc.lines))).from;
+    view.dispatch({effects: view.constructor.scrollIntoView(pos, {y: "center"})});
+  } else {
+    const scroller = root.querySelector(".cm-scroller");
+    const anyLine = root.querySelector(".cm-line");
+    if (scroller && anyLine) scroller.scrollTop = Math.max(0, (line - 6) * (anyLine.getBoundingClientRect().height || 18));
   }
   setTimeout(() => {
     root.querySelectorAll(".pg-err-gutter").forEach((el) => el.classList.remove("pg-err-gutter"));
