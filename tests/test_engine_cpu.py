@@ -71,6 +71,8 @@ def test_a_presets_tuned_tile_is_the_default_at_its_size_and_what_the_user_sets_
 def test_string_values_are_converted_by_the_type_of_the_default():
     cfg = catalogue.load("gemm").resolve({"block_M": "64", "M": "1000", "dtype": "bfloat16"})
     assert cfg.tile["block_M"] == 64 and cfg.problem["M"] == 1000 and cfg.dtype == "bfloat16"
+    with pytest.raises(StageError, match=r"N='abc' is not a whole number"):  # said in words, not "a int"
+        catalogue.load("vector_add").resolve({"N": "abc"})
 
 
 # -- compiling --------------------------------------------------------------------------------------------------

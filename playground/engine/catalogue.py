@@ -340,7 +340,9 @@ def _convert(name: str, value: Any, like: Any) -> Any:
             raise ValueError(value)
         return type(like)(value)
     except ValueError:
-        raise StageError("parameters", f"{name}={value!r} is not a {type(like).__name__}") from None
+        kind = {"int": "a whole number", "float": "a number", "bool": "true or false"}.get(type(like).__name__,
+                                                                                            type(like).__name__)
+        raise StageError("parameters", f"{name}={value!r} is not {kind}") from None
 
 
 def _check_declarations(name: str, module: ModuleType, path: Path) -> None:
