@@ -406,6 +406,16 @@ def test_gemm_into_the_wrong_buffer_is_a_tilelang_error_at_its_line():
     assert err["stage"] == "tilelang" and err["line"] == line_of(text, "T.gemm(A_shared, B_shared, A_shared")
 
 
+def test_a_wgmma_tile_too_small_is_a_tilelang_error_at_the_wgmma_line_without_the_targets_json():
+    k = catalogue.load("gemm")
+    with pytest.raises(StageError) as info:
+        compile_kernel(k, k.resolve({"block_M": "3"}), "sm_90a")
+    err = info.value
+    assert err.stage == "tilelang" and "T.wgmma_gemm()" in err.message
+    assert err.line == line_of((ROOT / "kernels" / "gemm.py").read_text(), "T.wgmma_gemm(A_shared")
+    assert "target=cuda sm_90a" in err.message and '"keys"' not in err.message, err.message
+
+
 def test_undefined_cuda_function_is_an_nvcc_error_at_the_user_line():
     text = GEMM.replace("            T.copy(C_local, C_shared)",
                         "            for i, j in T.Parallel(block_M, block_N):\n"

@@ -276,8 +276,24 @@ def tilelang_error(exc: BaseException, user_file: str) -> StageError:
     message = named[-1] if named else (lines[-1] if lines and lines[0].startswith("Traceback") else first_line(text))
     if not re.match(r"^[\w.]*(Error|Exception)", message):
         message = f"{type(exc).__name__}: {message}"
+    message = compact_target(message)
     line = user_line_from_text(text, user_file) or user_line_from_traceback(exc, user_file)
     return StageError("tilelang", message[:500], _line_of_named_op(message, user_file, line), clip(format_exception(exc)))
+
+
+def compact_target(message: str) -> str:
+    """TVM writes a target as its whole JSON (host, keys, limits: a line of noise); the arch is what the user chose."""
+    start = message.find("target={")
+    if start < 0:
+        return message
+    depth = 0
+    for end in range(start + len("target="), len(message)):
+        depth += {"{": 1, "}": -1}.get(message[end], 0)
+        if depth == 0:
+            arch = re.search(r'"arch":\s*"(\w+)"', message[start:end + 1])
+            return (message[:start] + "target=cuda" + (f" {arch.group(1)}" if arch else "")
+                    + compact_target(message[end + 1:]))
+    return message
 
 
 def _line_of_named_op(message: str, user_file: str, line: int | None) -> int | None:
