@@ -258,6 +258,19 @@ def test_an_error_far_down_the_source_is_scrolled_into_view_in_the_editor(browse
     page.context.close()
 
 
+def test_a_typed_size_and_enter_is_that_size_and_an_arrowed_choice_is_the_choice(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    type_value(page, slot(page, "N"), "100000")  # a choice starts with it: 1000003, the ragged preset
+    assert slot(page, "N").locator("input").input_value() == "100000"
+    box = slot(page, "N").locator("input")
+    box.click()
+    box.fill("100000")
+    box.press("ArrowDown")
+    box.press("Enter")
+    time.sleep(0.3)
+    assert box.input_value() == "1000003"
+
+
 def test_broken_source_shows_stage_line_and_log(page, url):
     open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
     page.click("#pg-editor .cm-content")

@@ -279,6 +279,20 @@ HEAD = r"""
     ev.stopPropagation();
     button.click();
   }, true);
+  // A value typed into a parameter and entered is that value: Gradio's dropdown would take the first choice that
+  // starts with it instead (100000 became the preset 1000003). A choice reached with the arrow keys is still taken.
+  const picked = new WeakSet();
+  document.addEventListener("keydown", (ev) => {
+    const input = ev.target;
+    if (!(input instanceof HTMLInputElement) || !input.closest(".pg-slot")) return;
+    if (ev.key === "ArrowDown" || ev.key === "ArrowUp") { picked.add(input); return; }
+    if (ev.key !== "Enter" || ev.ctrlKey || ev.metaKey) return;
+    if (picked.has(input)) { picked.delete(input); return; }
+    ev.preventDefault();
+    ev.stopPropagation();
+    input.blur();  // Gradio keeps a custom value as typed when the box loses focus
+  }, true);
+  document.addEventListener("input", (ev) => { if (ev.target instanceof HTMLInputElement) picked.delete(ev.target); }, true);
   const titleButtons = () => {
     for (const [sel, title] of Object.entries(KEYS)) {
       const button = document.querySelector(sel);
