@@ -72,6 +72,8 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
                 from .engine.grading import execute as grading_execute
                 result.update(grading_execute(action, source, params or {}, arch, workdir, options.get("progress")))
                 return _jsonable({**result, "action": action})
+            if source is not None and options.get("progress"):  # a loop at its top level shows up as this stage
+                options["progress"]("importing: running the file's top level", 0.02)
             # kernel_name: a catalogue kernel, a file's path, or "" with the source; `entry` picks among several
             kernel = catalogue.load(kernel_name, source, workdir, entry=entry_from(params))
             if action == "describe":  # the parameters the page builds its controls from

@@ -218,9 +218,11 @@ def test_timeout_kills_children_and_escaped_grandchildren(server):
     text = with_import("import subprocess, os\nsubprocess.Popen(['sleep', '300'])\n"
                        "subprocess.Popen(['setsid', 'sleep', '301'], start_new_session=True)\n"
                        "while True:\n    pass")
-    start = time.monotonic()
-    r = jobs.run_job("compile", "vector_add", text, {}, session="kids", timeout=8)
+    start, progress = time.monotonic(), []
+    r = jobs.run_job("compile", "vector_add", text, {}, session="kids", timeout=8,
+                     on_progress=lambda what, _: progress.append(what))
     assert r["error"]["stage"] == "timeout" and time.monotonic() - start < 20, r["error"]
+    assert progress[-1].startswith("importing"), progress  # the page shows where it hangs: the file's top level
     time.sleep(0.5)
     left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and
             p.info["cmdline"][:2] in (["sleep", "300"], ["setsid", "sleep"], ["sleep", "301"])]

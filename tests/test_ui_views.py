@@ -155,6 +155,7 @@ def test_staged_progress_names_each_stage_with_its_time():
     assert views.progress_stage("queued: 2 jobs ahead, waiting for a CPU core (about 9 s)") == "queued 3rd"
     assert views.progress_stage("queued: 0 jobs ahead, waiting for the GPU (about 1 s)") == "queued 1st"
     assert views.progress_stage("lowering: TileLang builds and lowers the kernel") == "lowering"
+    assert views.progress_stage("importing: running the file's top level") == "importing the file"
     assert views.progress_stage("nvcc: compiling the generated CUDA") == "nvcc"
     assert views.progress_stage("verifying 256×256×256") == "verifying"
     assert views.progress_stage("timing against the baselines") == "timing"

@@ -469,7 +469,7 @@ def progress_stage(what: str) -> str:
     if m:
         return f"queued {_ordinal(int(m.group(1)) + 1)}"
     for key, name in (("cached", "from the cache"), ("same compile is running", "waiting for the same compile"),
-                      ("starting", "starting a worker"), ("lowering", "lowering"), ("nvcc", "nvcc"),
+                      ("starting", "starting a worker"), ("importing", "importing the file"), ("lowering", "lowering"), ("nvcc", "nvcc"),
                       ("ptxas", "ptxas"), ("more shapes", "compiling the check shapes"), ("verif", "verifying"),
                       ("timing", "timing"), ("measur", "measuring"), ("compiled", "compiling candidates"),
                       ("compiling", "compiling"), ("done", "done")):
