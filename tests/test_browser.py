@@ -324,6 +324,8 @@ def test_a_share_link_opens_the_same_edits_in_another_browser(browser, url, tmp_
     page.keyboard.press("Control+Home")
     page.keyboard.type("# shared edit, line one\n")
     time.sleep(1.0)
+    page.click("#pg-compile")  # the link carries the last result too
+    assert "compiled softmax" in wait_idle(page)
     page.click("#pg-share-btn")
     page.wait_for_selector("#pg-share-link a")
     link = page.locator("#pg-share-link a").get_attribute("href")
@@ -343,6 +345,7 @@ def test_a_share_link_opens_the_same_edits_in_another_browser(browser, url, tmp_
     other.wait_for_selector("#pg-editor .cm-content")
     status = wait_idle(other)
     assert "Opened the shared softmax" in status, status
+    assert "their last compile: " in status and "registers a thread" in status, status
     assert other.locator("#pg-kernel input").input_value() == "softmax"
     assert other.locator("#pg-editor .cm-line").all_inner_texts()[:12] == shared_lines
     assert shared_lines[0] == "# shared edit, line one"

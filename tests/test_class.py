@@ -52,6 +52,17 @@ def test_a_share_round_trips_exactly_and_survives_a_restart(tmp_path):
     assert opened["summary"] == {"median_ms": 0.5}
 
 
+def test_a_share_links_result_reads_as_a_sentence_and_junk_figures_are_left_out():
+    run = {"action": "run", "ok": True, "passed": True, "median_ms": 0.0701, "tflops": None, "gbps": 3812.4,
+           "registers": 40, "label": "softmax", "error": ""}
+    assert cls.summary_text(run) == "their last run: verified, 70.1 µs, 3812 GB/s, 40 registers a thread"
+    failed = {"action": "compile", "ok": False, "error": "python: SyntaxError at line 3"}
+    assert cls.summary_text(failed) == "their last compile failed (python: SyntaxError at line 3)"
+    forged = {"action": "run", "ok": True, "median_ms": "fast", "tflops": [1], "gbps": True, "registers": -1}
+    assert cls.summary_text(forged) == "their last run: ok"  # sent to /share by anyone: never raises
+    assert cls.summary_text(None) == cls.summary_text({}) == ""
+
+
 def test_unknown_or_oversized_shares_get_a_clear_message(tmp_path):
     room = room_for(tmp_path)
     for bad in ("nosuchid00", "../../etc/passwd", ""):

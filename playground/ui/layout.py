@@ -426,7 +426,9 @@ class Page:
                 f"Restored your draft of {kernel}" + (" (edited)." if edited else ".") if restored else
                 views.READY)
         if shared:
-            text = f"Opened the shared {kernel} ({shared['shared']})" + (", edited." if edited else ".")
+            said = classroom.summary_text(shared.get("summary"))
+            text = (f"Opened the shared {kernel} ({shared['shared']})" + (", edited" if edited else "")
+                    + (f"; {said}." if said else ".") + " Compile or Run to see it here.")
         if notes:
             text += " " + "; ".join(notes) + "."
         status = f'<div class="pg-status {"fail" if notes else "idle"}">{views.esc(text)}</div>'
