@@ -151,6 +151,11 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
     page.wait_for_selector("#pg-cuda .pg-line.pg-mark")
     assert page.locator("#pg-cuda .pg-line.pg-mark").count() > 0
 
+    # The cursor on a line that made no CUDA (the docstring) says so over the pane.
+    page.evaluate("() => { document.querySelector('#pg-editor .cm-scroller').scrollTop = 0; }")
+    page.locator("#pg-editor .cm-line").first.click()
+    assert "Line 1 made no CUDA" in page.wait_for_selector("#pg-cuda .pg-nomap").inner_text()
+
     # The cursor on a source line in the editor marks the CUDA generated from it (client-side, no request).
     # (the editor draws only the lines near its viewport: scroll to the shipped schedule's wgmma line first)
     line = next(i for i, text in enumerate((ROOT / "kernels" / "gemm.py").read_text().splitlines())
@@ -159,6 +164,7 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
         s.scrollTop = Math.max(0, line - 8) * s.querySelector('.cm-line').offsetHeight; }""", line)
     page.locator("#pg-editor .cm-line", has_text="T.wgmma_gemm(A_shared").first.click()
     page.wait_for_selector("#pg-cuda .pg-line.pg-sel")
+    assert page.locator("#pg-cuda .pg-nomap").count() == 0
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "browser_compile.png"), full_page=True)

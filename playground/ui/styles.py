@@ -70,6 +70,8 @@ CSS = """
 .pg-line.pg-has-origin .pg-no { color: #a371f7; }  /* made by a kernel module the file imports: hover says which line */
 .pg-line.pg-mark { background: rgba(56,139,253,0.20); border-left-color: #388bfd; }
 .pg-line.pg-sel { background: rgba(163,113,247,0.24); border-left-color: #a371f7; }
+.pg-nomap { position: sticky; top: 0; z-index: 1; padding: 4px 10px; background: #30363d; color: #e6edf3;
+            border-left: 3px solid #a371f7; font-family: var(--font); font-size: 12px; }
 .pg-line.pg-hover { background: rgba(210,153,34,0.20); border-left-color: #d29922; }
 .pg-line.pg-error { background: rgba(248,81,73,0.22); border-left-color: #f85149; }
 .pg-line.pg-error .pg-no, .pg-line.pg-mark .pg-no, .pg-line.pg-sel .pg-no { color: #c9d1d9; }
@@ -213,11 +215,20 @@ HEAD = r"""
     const pane = document.querySelector("#pg-cuda .pg-code");
     if (!pane) return;
     pane.querySelectorAll(".pg-sel").forEach((el) => el.classList.remove("pg-sel"));
-    let first = null;
+    let first = null, mapped = false;
     pane.querySelectorAll(".pg-line[data-src]").forEach((el) => {
       const src = parseInt(el.dataset.src, 10);
+      mapped = true;
       if (src >= a && src <= b) { el.classList.add("pg-sel"); first = first || el; }
     });
+    // Say so when the chosen lines made no CUDA (a comment, or code of a schedule this compile did not build),
+    // rather than leave the pane as it was.
+    let note = pane.querySelector(".pg-nomap");
+    if (!first && mapped) {
+      if (!note) { note = document.createElement("div"); note.className = "pg-nomap"; pane.prepend(note); }
+      note.textContent = (a === b ? `Line ${a} made` : `Lines ${a}–${b} made`) +
+        " no CUDA in this compile (a comment, or code this configuration does not build).";
+    } else if (note) note.remove();
     if (first) pane.scrollTop = Math.max(0, first.offsetTop - pane.clientHeight / 4);
   };
   // The editor's highlight style (Gradio's CodeMirror theme: Nord colours on white) puts some tokens at 2:1.
