@@ -277,6 +277,22 @@ def test_a_typed_size_and_enter_is_that_size_and_an_arrowed_choice_is_the_choice
     assert box.input_value() == "1000003"
 
 
+def test_stop_ends_a_job_that_hangs_and_the_next_compile_runs(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    page.evaluate("""() => { const view = document.querySelector('#pg-editor .cm-content').cmTile.view;
+        view.dispatch({changes: {from: 0, insert: 'while True:\\n    pass\\n'}, userEvent: 'input.type'}); }""")
+    page.click("#pg-compile")
+    page.wait_for_function("() => document.querySelector('#pg-status').innerText.includes('importing')")
+    time.sleep(1.0)  # still importing: the loop never ends
+    page.click("#pg-stop")
+    page.wait_for_function("() => document.querySelector('#pg-status').innerText.includes('Stopped')")
+    assert "your job was killed" in wait_idle(page, timeout=20)
+    page.click("#pg-reset")  # the shipped source again
+    time.sleep(1.0)
+    page.click("#pg-compile")
+    assert "compiled vector_add" in wait_idle(page, timeout=60)
+
+
 def test_broken_source_shows_stage_line_and_log(page, url):
     open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
     page.click("#pg-editor .cm-content")

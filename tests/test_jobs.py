@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from playground import jobs
 from playground.jobs import result_cache as cache, runner, sandbox
-from playground.jobs.queue import Busy, Scheduler
+from playground.jobs.queue import Busy, Scheduler, Stops
 from playground.settings import Settings, current
 
 VECTOR_ADD = (ROOT / "kernels" / "vector_add.py").read_text()
@@ -23,6 +23,14 @@ def with_import(code: str) -> str:
 
 
 # -- the queue, without processes -----------------------------------------------------------------------------
+def test_a_stop_reaches_only_its_owners_jobs_asked_before_it():
+    stops, before = Stops(), time.monotonic()
+    assert stops.stop("tab-1") == 0  # nothing running: a job of the tab still queued ends as it reaches the front
+    assert stops.stopped_since("tab-1", before)
+    assert not stops.stopped_since("tab-2", before) and not stops.stopped_since(None, before)
+    assert not stops.stopped_since("tab-1", time.monotonic())  # a job asked for after the stop runs
+
+
 def hold(sched, kind, session, release, started, progress=None):
     def body():
         try:
@@ -212,6 +220,35 @@ def test_the_job_sees_no_secret_and_no_gpu_and_its_own_folder(server):
         assert seen["cwd"] == "/job"
     if os.geteuid() == 0 and sandbox.use_job_uids():
         assert seen["uid"] >= current().job_uid_base, "jobs of a root server run as a uid of their own"
+
+
+def test_stop_kills_the_tabs_running_job_and_leaves_another_tabs_alone(server):
+    results, progress = {}, {"tab-1": [], "tab-2": []}
+
+    def start(owner):
+        looping = with_import(f"# {owner}\nwhile True:\n    pass")  # two sources: two compiles, not one shared
+        def body():
+            results[owner] = jobs.run_job("compile", "vector_add", looping, {}, session="same-address", timeout=60,
+                                          owner=owner, on_progress=lambda what, _: progress[owner].append(what))
+        t = threading.Thread(target=body)
+        t.start()
+        return t
+
+    first, second = start("tab-1"), start("tab-2")  # two tabs behind one address: one `session`, two owners
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(p and p[-1].startswith("importing") for p in progress.values()):
+        time.sleep(0.1)
+    assert jobs.stop("tab-1") == 1, (progress, results)
+    first.join(10)
+    assert results["tab-1"]["error"]["stage"] == "stopped", results["tab-1"]["error"]
+    assert second.is_alive() and "tab-2" not in results  # the other tab's job runs on
+    assert jobs.stop("tab-2") == 1
+    second.join(10)
+    assert results["tab-2"]["error"]["stage"] == "stopped"
+    assert jobs.stop("tab-1") == 0  # nothing left running
+    # a job the tab starts after its stop runs as usual
+    late = jobs.run_job("compile", "vector_add", VECTOR_ADD, {"threads": 64}, owner="tab-1", session="later")
+    assert late["ok"], late["error"]
 
 
 def test_timeout_kills_children_and_escaped_grandchildren(server):

@@ -22,6 +22,7 @@ STAGES = (
     "device",      # no GPU, or the GPU failed while running the kernel
     "verify",      # the kernel ran but its output is wrong
     "busy",        # the server is full: the queue or the rate limit turned the job away
+    "stopped",     # the user stopped the job (the page's Stop) while it ran or waited
     "internal",    # a bug in the playground itself
 )
 

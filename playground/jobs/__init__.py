@@ -14,6 +14,6 @@ settings, playground/settings.py), worker.py (the process),
 job.py (one worker from start to removal), pool.py (pre-started workers), queue.py (CPU slots, the GPU lock, limits
 per session), result_cache.py (compile answers), runner.py (run_job, health), hardware.py (GPUs via NVML).
 """
-from .runner import health, run_job, shutdown, start
+from .runner import health, run_job, shutdown, start, stop
 
-__all__ = ["run_job", "health", "start", "shutdown"]
+__all__ = ["run_job", "health", "start", "shutdown", "stop"]

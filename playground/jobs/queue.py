@@ -146,3 +146,45 @@ class Scheduler:
             out["limit"] = self.queue_limit
             out["sessions"] = len(self.inflight)
             return out
+
+
+class Stops:
+    """Who may stop which jobs: the page's Stop button stops the jobs its browser tab started (`owner`), never the
+    jobs of others behind the same address. A running job is killed; one still queued ends as it reaches the front."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.running: dict[str, set] = {}    # owner -> its jobs running now
+        self.stopped: dict[str, float] = {}  # owner -> when it last asked to stop
+
+    def stopped_since(self, owner: str | None, since: float) -> bool:
+        with self.lock:
+            return owner is not None and self.stopped.get(owner, -1.0) >= since
+
+    @contextlib.contextmanager
+    def track(self, owner: str | None, job) -> Iterator[None]:
+        if owner is None:
+            yield
+            return
+        with self.lock:
+            self.running.setdefault(owner, set()).add(job)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running.get(owner, set()).discard(job)
+                if not self.running.get(owner):
+                    self.running.pop(owner, None)
+
+    def stop(self, owner: str) -> int:
+        now = time.monotonic()
+        with self.lock:
+            self.stopped = {o: t for o, t in self.stopped.items() if now - t < 3600}  # a tab's, kept an hour
+            self.stopped[owner] = now
+            jobs = list(self.running.get(owner, ()))
+        for job in jobs:
+            job.stopped = True
+            kill = getattr(job, "kill", None)  # a job on a Ray node is not killed from here: it runs to its end
+            if kill:
+                kill()
+        return len(jobs)

@@ -525,7 +525,7 @@ class ClusterState:
 
     def __init__(self, settings):
         from . import sandbox
-        from .queue import Scheduler
+        from .queue import Scheduler, Stops
         from .result_cache import ResultCache
         self.settings = settings
         self.mode = sandbox.mode(settings)  # the server's own; each node's workers probe theirs
@@ -538,6 +538,7 @@ class ClusterState:
         self.cache = ResultCache()
         self.inflight: dict[str, threading.Event] = {}
         self.inflight_lock = threading.Lock()
+        self.stops = Stops()  # a job queued here is stopped before it starts; one running on a node runs to its end
         self.ceilings: dict[str, str] = {}  # unused here: each GPU actor keeps its own GPU's
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ from . import hardware, ray_backend, sandbox
 from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
 from .job import error
 from .pool import Pool
-from .queue import Busy, Scheduler
+from .queue import Busy, Scheduler, Stops
 
 log = logging.getLogger("playground.jobs")
 ACTIONS = ("compile", "run", "tune", "sweep", "build_submission", "grade", "ir", "profile", "memcheck")
@@ -56,6 +56,7 @@ class _State:
         self.cache = ResultCache()
         self.inflight: dict[str, threading.Event] = {}  # compiles running now, by request key
         self.inflight_lock = threading.Lock()
+        self.stops = Stops()
         self.ceilings: dict[str, str] = {}  # file name -> JSON of this GPU's measured ceilings (see _seed_ceilings)
         for pool in self.pools.values():
             pool.fill_later()
@@ -116,8 +117,10 @@ def _clean_options(options: dict | None) -> dict:
 
 def run_job(action: str, kernel: str, source: str | None = None, params: dict | None = None, *,
             arch: str | None = None, options: dict | None = None, session: str = "anon",
-            on_progress: Callable[[str, float], None] | None = None, timeout: float | None = None) -> dict:
-    """Run one compile/run/tune/sweep in a sandboxed process of its own; block until it answers; never raise."""
+            on_progress: Callable[[str, float], None] | None = None, timeout: float | None = None,
+            owner: str | None = None) -> dict:
+    """Run one compile/run/tune/sweep in a sandboxed process of its own; block until it answers; never raise.
+    `owner` (the page's browser tab) may stop it: stop(owner)."""
     def progress(what: str, fraction: float) -> None:
         if on_progress:
             try:
@@ -125,14 +128,15 @@ def run_job(action: str, kernel: str, source: str | None = None, params: dict | 
             except Exception:  # a page whose browser went away must not break the job
                 pass
     try:
-        return _run_job(action, kernel, source, params, arch, options, str(session or "anon"), progress, timeout)
+        return _run_job(action, kernel, source, params, arch, options, str(session or "anon"), progress, timeout,
+                        owner)
     except Exception as exc:
         log.exception("run_job failed")
         return error(action, str(kernel), "internal", f"{type(exc).__name__}: {exc}"[:500],
                      clip(format_exception(exc)))
 
 
-def _run_job(action, kernel, source, params, arch, options, session, progress, timeout) -> dict:
+def _run_job(action, kernel, source, params, arch, options, session, progress, timeout, owner) -> dict:
     kernel = str(kernel)
     if action not in ACTIONS:
         return error(action, kernel, "parameters", f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
@@ -165,7 +169,7 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     timeout = float(timeout or st.settings.timeout(action))
 
     if action != "compile":  # only compile answers are cached (result_cache.cacheable): no key to make
-        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, None)
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, None, owner)
     key = request_key(action, kernel, source, params, arch, options, _tuned_digest(st, kernel))
     # One compile per key at a time: a class opening the same kernel at once (or a double click) waits for the
     # compile already running instead of queueing copies of it, then reads its answer from the cache.
@@ -182,9 +186,9 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
         progress("the same compile is running for another request: waiting for its answer", 0.0)
         running.wait(timeout)
     else:  # that compile gave no answer worth sharing (a timeout, say): run one of our own
-        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key)
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key, owner)
     try:
-        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key)
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key, owner)
     finally:
         with st.inflight_lock:
             st.inflight.pop(key, None)
@@ -192,11 +196,13 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
 
 
 def _execute(st, action, kernel, source, params, arch, options, session, progress, timeout,
-             key: str | None) -> dict:
+             key: str | None, owner: str | None = None) -> dict:
     gpu = action in GPU_ACTIONS
     started = time.monotonic()
     try:
         with st.scheduler.slot("gpu" if gpu else "cpu", session, progress) as token:
+            if st.stops.stopped_since(owner, started):
+                return error(action, kernel, "stopped", "stopped by you before it started")
             progress("starting", 0.0)
             pool = st.pools[("gpu", token) if gpu else ("cpu", None)]
             job = pool.take()
@@ -206,7 +212,10 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
                 if gpu:
                     _seed_ceilings(st, job)
                 _seed_tuned_table(st, job)
-                result = job.run(request, timeout, progress)
+                with st.stops.track(owner, job):
+                    result = job.run(request, timeout, progress)
+                if getattr(job, "stopped", False):
+                    return error(action, kernel, "stopped", f"stopped by you after {time.monotonic() - started:.1f} s")
                 if gpu and _no_user_code(kernel, source) and isinstance(result, dict) and result.get("ok"):
                     _harvest_ceilings(st, job)
                 if action == "tune":
@@ -328,6 +337,11 @@ def _keep_tuned_config(st: _State, kernel: str, source: str | None, result: dict
         best["stored"] = {"ok": False, "why": f"the server could not keep it: {exc.strerror or exc}"}
         return
     best["stored"] = {"ok": True, "gpu": gpu, "tuned_for": stored.get("tuned_for"), "table": "the server's"}
+
+
+def stop(owner: str) -> int:
+    """Stop every job `owner` started: how many were running (and are killed now)."""
+    return state().stops.stop(str(owner))
 
 
 def health() -> dict:

@@ -31,13 +31,15 @@ def _accepts(name: str) -> bool:
 
 def call(action: str, kernel: str, source: str | None, params: dict | None, *, session: str = "anon",
          arch: str | None = None, options: dict | None = None,
-         on_progress: Callable[[str, float], None] | None = None) -> dict:
+         on_progress: Callable[[str, float], None] | None = None, owner: str | None = None) -> dict:
     """run_job with the page's conventions: empty or unchanged source means the catalogue's file, params may be
     None, and anything unexpected comes back as an `internal` error result instead of an exception."""
     source = normalize_source(kernel, source)
     kwargs = {"arch": arch or None, "options": options or None, "on_progress": on_progress}
     if _accepts("session"):
         kwargs["session"] = session or "anon"
+    if owner and _accepts("owner"):
+        kwargs["owner"] = owner
     try:
         result = _run_job()(action, kernel, source, dict(params or {}), **kwargs)
     except Exception as exc:  # run_job promises not to raise; a page must not break if it does
@@ -52,6 +54,18 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, *, s
     result.setdefault("kernel", kernel)
     result.setdefault("action", action)
     return result
+
+
+def stop(owner: str | None) -> int:
+    """Stop the jobs this browser tab started (`owner`: its session id): how many were running."""
+    if not owner:
+        return 0
+    try:
+        from playground.jobs import stop as stop_jobs
+        return stop_jobs(owner)
+    except Exception:  # the page's Stop must answer even if the job system is down
+        log.exception("stopping jobs failed")
+        return 0
 
 
 def student_of(request) -> str:

@@ -47,6 +47,12 @@ def _session(request: gr.Request | None) -> str:
     return gateway.student_of(request)  # the logged-in student, else the client's address (not the session id)
 
 
+def _tab(request: gr.Request | None) -> str | None:
+    """This browser tab (Gradio's session id): whose jobs its Stop button stops (never those of classmates behind
+    the same address, who share `_session`)."""
+    return getattr(request, "session_hash", None) or None
+
+
 class StagedProgress:
     """The job's progress messages → the stages met so far, each with the seconds spent in it, shown in the status
     line while the job runs; a ticker redraws it each second so the current stage's time moves during a long nvcc."""
@@ -149,7 +155,7 @@ class Page:
             self.preset = gr.Dropdown(list(first.presets) + [ctl.CUSTOM],
                                       value=ctl.preset_for(first, first.defaults()), label="Problem size",
                                       scale=3, min_width=150, elem_id="pg-preset")
-            self.dtype = gr.Dropdown(first.dtypes, value=first.dtype, label="dtype", scale=1, min_width=110,
+            self.dtype = gr.Dropdown(first.dtypes, value=first.dtype, label="dtype", scale=1, min_width=128,
                                      elem_id="pg-dtype")
             self.arch = gr.Dropdown(self.arch_options, value=AUTO, label="Target arch", scale=1,
                                     min_width=110, elem_id="pg-arch")
@@ -157,7 +163,9 @@ class Page:
             self.compile_btn = gr.Button("Compile", variant="primary", elem_id="pg-compile", **button)
             self.run_btn = gr.Button("Run ▶", variant="primary", elem_id="pg-run", **button)
             self.tune_btn = gr.Button("Autotune", elem_id="pg-tune", **button)
-            self.reset_btn = gr.Button("Reset", variant="secondary", elem_id="pg-reset", **button)
+            small = dict(button, min_width=76)  # (so that the dropdowns keep the width to show their values whole)
+            self.stop_btn = gr.Button("Stop", variant="secondary", elem_id="pg-stop", **small)
+            self.reset_btn = gr.Button("Reset", variant="secondary", elem_id="pg-reset", **small)
 
     def build_source_column(self) -> None:
         """The error, the editor, the parameters (problem sizes apart from tile parameters), downloads, the link."""
@@ -462,6 +470,13 @@ class Page:
                             'source and parameters.</div>')
         return out
 
+    def on_stop(self, request: gr.Request):
+        """Stop: this tab's job ends now (its process killed), and one still queued will not start."""
+        running = gateway.stop(_tab(request))
+        text = ("Stopped: your job was killed; the code and what was shown before it are as they were."
+                if running else "Stopped: nothing of yours was running (a job still queued will not start).")
+        return f'<div class="pg-status idle">{views.esc(text)}</div>'
+
     def on_preset(self, data: dict, request: gr.Request):
         kernel, source, c, values, dtype, arch = self.read(data)
         label = data[self.preset]
@@ -488,7 +503,8 @@ class Page:
         started = time.monotonic()
         with StagedProgress(progress, action) as staged:
             result = gateway.call(action, kernel, source, ctl.engine_params(values, dtype),
-                                  session=_session(request), arch=arch, options=options, on_progress=staged)
+                                  session=_session(request), arch=arch, options=options, on_progress=staged,
+                                  owner=_tab(request))
         out = {self.status: views.status_html(action, result, waited=time.monotonic() - started)}
         out.update(self.error_outputs(result, source))
         out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request)))
@@ -647,6 +663,7 @@ class Page:
         self.kernel.select(self.on_kernel, {self.kernel, self.arch, self.editor, self.own, self.own_draft},
                            everything, api_visibility="private", trigger_mode="always_last", cancels=jobs, **light)
         self.reset_btn.click(self.on_reset, self.setup, everything, api_visibility="private", cancels=jobs, **light)
+        self.stop_btn.click(self.on_stop, None, self.status, api_visibility="private", cancels=jobs, **light)
         self.sweep_metric.input(self.on_sweep_metric, [self.swept, self.sweep_metric], self.sweep_plot,
                                 api_visibility="private", **light)
         self.apply_best.click(self.on_apply_best, self.setup | {self.tuned},

@@ -208,7 +208,7 @@ def engine_action(page, action: str, data: dict, request, progress, options: dic
     kernel, source, c, values, dtype, arch = read(page, data)
     with StagedProgress(progress, action) as staged:
         result = gateway.call(action, "", source, engine_params(page, data), session=session, arch=arch,
-                              options=options, on_progress=staged)
+                              options=options, on_progress=staged, owner=getattr(request, "session_hash", None))
     result["kernel"] = result.get("kernel") or (data.get(page.own) or {}).get("entry") or "my kernel"
     return result, finish(page, action, data, result, out, session, started)
 
