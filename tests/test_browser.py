@@ -193,6 +193,14 @@ def test_ctrl_enter_compiles_and_ctrl_shift_enter_runs_from_inside_the_editor(pa
     assert re.search(r"vector_add verified|run of vector_add", status), status
     # without a GPU the run is refused: that is no failed compile, so the CUDA shown is not marked stale
     assert page.locator("#pg-cuda .pg-stale").count() == 0
+    # from a parameter box, the value just typed (not yet entered) is the one compiled
+    box = slot(page, "N").locator("input")
+    box.click()
+    box.fill("8192")
+    box.press("Control+Enter")
+    assert "compiled vector_add" in wait_idle(page)
+    page.get_by_role("tab", name="History").click()
+    assert "8192" in page.inner_text("#pg-hist-table")
 
 
 def test_switching_kernel_mid_compile_drops_the_old_kernels_answer(page, url):

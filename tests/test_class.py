@@ -60,6 +60,8 @@ def test_a_share_links_result_reads_as_a_sentence_and_junk_figures_are_left_out(
     assert cls.summary_text(failed) == "their last compile failed (python: SyntaxError at line 3)"
     forged = {"action": "run", "ok": True, "median_ms": "fast", "tflops": [1], "gbps": True, "registers": -1}
     assert cls.summary_text(forged) == "their last run: ok"  # sent to /share by anyone: never raises
+    huge = {"action": "run", "ok": True, "median_ms": 10 ** 400, "gbps": float("nan"), "registers": float("inf")}
+    assert cls.summary_text(huge) == "their last run: ok"
     assert cls.summary_text(None) == cls.summary_text({}) == ""
 
 

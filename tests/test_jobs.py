@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from playground import jobs
 from playground.jobs import result_cache as cache, runner, sandbox
-from playground.jobs.queue import Busy, Scheduler, Stops
+from playground.jobs.queue import Busy, Scheduler, Stopped, Stops
 from playground.settings import Settings, current
 
 VECTOR_ADD = (ROOT / "kernels" / "vector_add.py").read_text()
@@ -25,10 +25,51 @@ def with_import(code: str) -> str:
 # -- the queue, without processes -----------------------------------------------------------------------------
 def test_a_stop_reaches_only_its_owners_jobs_asked_before_it():
     stops, before = Stops(), time.monotonic()
-    assert stops.stop("tab-1") == 0  # nothing running: a job of the tab still queued ends as it reaches the front
+    assert stops.stop("tab-1") == {"killed": 0, "left": 0, "waiting": 0}  # nothing of the tab's holds a slot
     assert stops.stopped_since("tab-1", before)
     assert not stops.stopped_since("tab-2", before) and not stops.stopped_since(None, before)
     assert not stops.stopped_since("tab-1", time.monotonic())  # a job asked for after the stop runs
+
+
+def test_a_stop_while_the_worker_gets_ready_kills_it_as_soon_as_it_is_there():
+    class Worker:
+        killed = False
+
+        def kill(self):
+            self.killed = True
+
+    stops, before = Stops(), time.monotonic()
+    with stops.track("tab-1", before) as ticket:  # the job holds its slot; pool.take() is still waiting
+        assert stops.stop("tab-1") == {"killed": 0, "left": 0, "waiting": 1}
+        worker = Worker()
+        stops.attach(ticket, worker)
+        assert worker.killed and ticket.stopped
+    with stops.track("tab-1", before) as ticket:  # a job asked for before the stop, reaching its slot after it
+        assert ticket.stopped
+
+
+def test_a_stopped_job_leaves_the_queue_and_frees_its_place():
+    sched, stops = Scheduler(1, [0]), Stops()
+    release, started = threading.Event(), []
+    holder = hold(sched, "gpu", "other", release, started)
+    time.sleep(0.2)
+    asked, outcome = time.monotonic(), []
+
+    def wait_in_line():
+        try:
+            with sched.slot("gpu", "student", lambda *_: None, stop_if=lambda: stops.stopped_since("tab", asked)):
+                outcome.append("ran")
+        except Stopped:
+            outcome.append("stopped")
+    waiting = threading.Thread(target=wait_in_line)
+    waiting.start()
+    time.sleep(0.3)
+    assert sched.snapshot()["gpu"]["waiting"] == 1
+    stops.stop("tab")
+    waiting.join(5)
+    assert outcome == ["stopped"] and sched.snapshot()["gpu"]["waiting"] == 0  # gone before the GPU was free
+    release.set()
+    holder.join(5)
 
 
 def hold(sched, kind, session, release, started, progress=None):
@@ -238,14 +279,14 @@ def test_stop_kills_the_tabs_running_job_and_leaves_another_tabs_alone(server):
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not all(p and p[-1].startswith("importing") for p in progress.values()):
         time.sleep(0.1)
-    assert jobs.stop("tab-1") == 1, (progress, results)
+    assert jobs.stop("tab-1")["killed"] == 1, (progress, results)
     first.join(10)
     assert results["tab-1"]["error"]["stage"] == "stopped", results["tab-1"]["error"]
     assert second.is_alive() and "tab-2" not in results  # the other tab's job runs on
-    assert jobs.stop("tab-2") == 1
+    assert jobs.stop("tab-2")["killed"] == 1
     second.join(10)
     assert results["tab-2"]["error"]["stage"] == "stopped"
-    assert jobs.stop("tab-1") == 0  # nothing left running
+    assert jobs.stop("tab-1") == {"killed": 0, "left": 0, "waiting": 0}  # nothing left running
     # a job the tab starts after its stop runs as usual
     late = jobs.run_job("compile", "vector_add", VECTOR_ADD, {"threads": 64}, owner="tab-1", session="later")
     assert late["ok"], late["error"]

@@ -85,8 +85,9 @@ class Scheduler:
     # -- a slot ---------------------------------------------------------------------------------------------------
     @contextlib.contextmanager
     def slot(self, kind: str, session: str, on_progress: Callable[[str, float], None],
-             give_up: float | None = None) -> Iterator[int]:
-        """Wait in line for a `kind` token and hold it for the block. Raises Busy when turned away."""
+             give_up: float | None = None, stop_if: Callable[[], bool] | None = None) -> Iterator[int]:
+        """Wait in line for a `kind` token and hold it for the block. Raises Busy when turned away, Stopped when
+        `stop_if()` turns true while it waits."""
         res = self.resources[kind]
         if res.size == 0:
             raise Busy(f"this server has no {kind} to run the job on", 0)
@@ -121,6 +122,8 @@ class Scheduler:
                         continue
                     if deadline and time.monotonic() > deadline:
                         raise Busy("waited too long in the queue", res.eta(ahead))
+                    if stop_if is not None and stop_if():
+                        raise Stopped()
                     self.cond.wait(0.5)
             started = time.monotonic()
             yield token
@@ -148,13 +151,24 @@ class Scheduler:
             return out
 
 
+class Stopped(Exception):
+    """The job's owner stopped it while it waited in the queue."""
+
+
 class Stops:
     """Who may stop which jobs: the page's Stop button stops the jobs its browser tab started (`owner`), never the
-    jobs of others behind the same address. A running job is killed; one still queued ends as it reaches the front."""
+    jobs of others behind the same address. A job is tracked from the moment it holds its slot (a worker may take
+    seconds to be ready), so a stop at any point reaches it: a job not yet started does not start, a running one is
+    killed. One still waiting in the queue leaves it (Scheduler.slot's `stop_if`)."""
+
+    class Ticket:
+        def __init__(self):
+            self.job = None
+            self.stopped = False
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.running: dict[str, set] = {}    # owner -> its jobs running now
+        self.running: dict[str, set] = {}    # owner -> tickets of its jobs holding a slot
         self.stopped: dict[str, float] = {}  # owner -> when it last asked to stop
 
     def stopped_since(self, owner: str | None, since: float) -> bool:
@@ -162,29 +176,48 @@ class Stops:
             return owner is not None and self.stopped.get(owner, -1.0) >= since
 
     @contextlib.contextmanager
-    def track(self, owner: str | None, job) -> Iterator[None]:
+    def track(self, owner: str | None, since: float) -> Iterator["Stops.Ticket"]:
+        ticket = Stops.Ticket()
         if owner is None:
-            yield
+            yield ticket
             return
         with self.lock:
-            self.running.setdefault(owner, set()).add(job)
+            ticket.stopped = self.stopped.get(owner, -1.0) >= since
+            self.running.setdefault(owner, set()).add(ticket)
         try:
-            yield
+            yield ticket
         finally:
             with self.lock:
-                self.running.get(owner, set()).discard(job)
+                self.running.get(owner, set()).discard(ticket)
                 if not self.running.get(owner):
                     self.running.pop(owner, None)
 
-    def stop(self, owner: str) -> int:
+    def attach(self, ticket: "Stops.Ticket", job) -> None:
+        """The ticket's job, now started; killed at once if a stop came while it started."""
+        with self.lock:
+            ticket.job = job
+            stopped = ticket.stopped
+        if stopped:
+            self._kill(job)
+
+    def stop(self, owner: str) -> dict:
+        """{"killed": jobs killed, "left": jobs that cannot be killed from here (on a Ray node: they run to their
+        end, their answers dropped), "waiting": jobs that will not start}."""
         now = time.monotonic()
         with self.lock:
             self.stopped = {o: t for o, t in self.stopped.items() if now - t < 3600}  # a tab's, kept an hour
             self.stopped[owner] = now
-            jobs = list(self.running.get(owner, ()))
-        for job in jobs:
-            job.stopped = True
-            kill = getattr(job, "kill", None)  # a job on a Ray node is not killed from here: it runs to its end
-            if kill:
-                kill()
-        return len(jobs)
+            tickets = list(self.running.get(owner, ()))
+            for ticket in tickets:
+                ticket.stopped = True
+            jobs = [t.job for t in tickets if t.job is not None]
+        killed = sum(self._kill(job) for job in jobs)
+        return {"killed": killed, "left": len(jobs) - killed, "waiting": len(tickets) - len(jobs)}
+
+    @staticmethod
+    def _kill(job) -> bool:
+        kill = getattr(job, "kill", None)
+        if kill is None:
+            return False
+        kill()
+        return True

@@ -25,7 +25,7 @@ from . import hardware, ray_backend, sandbox
 from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
 from .job import error
 from .pool import Pool
-from .queue import Busy, Scheduler, Stops
+from .queue import Busy, Scheduler, Stopped, Stops
 
 log = logging.getLogger("playground.jobs")
 ACTIONS = ("compile", "run", "tune", "sweep", "build_submission", "grade", "ir", "profile", "memcheck")
@@ -127,16 +127,17 @@ def run_job(action: str, kernel: str, source: str | None = None, params: dict | 
                 on_progress(what, fraction)
             except Exception:  # a page whose browser went away must not break the job
                 pass
+    asked = time.monotonic()  # a stop from now on reaches this job, wherever it waits
     try:
         return _run_job(action, kernel, source, params, arch, options, str(session or "anon"), progress, timeout,
-                        owner)
+                        owner, asked)
     except Exception as exc:
         log.exception("run_job failed")
         return error(action, str(kernel), "internal", f"{type(exc).__name__}: {exc}"[:500],
                      clip(format_exception(exc)))
 
 
-def _run_job(action, kernel, source, params, arch, options, session, progress, timeout, owner) -> dict:
+def _run_job(action, kernel, source, params, arch, options, session, progress, timeout, owner, asked) -> dict:
     kernel = str(kernel)
     if action not in ACTIONS:
         return error(action, kernel, "parameters", f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
@@ -169,7 +170,7 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     timeout = float(timeout or st.settings.timeout(action))
 
     if action != "compile":  # only compile answers are cached (result_cache.cacheable): no key to make
-        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, None, owner)
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, None, owner, asked)
     key = request_key(action, kernel, source, params, arch, options, _tuned_digest(st, kernel))
     # One compile per key at a time: a class opening the same kernel at once (or a double click) waits for the
     # compile already running instead of queueing copies of it, then reads its answer from the cache.
@@ -184,37 +185,46 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
                 st.inflight[key] = done = threading.Event()
                 break
         progress("the same compile is running for another request: waiting for its answer", 0.0)
-        running.wait(timeout)
+        until = time.monotonic() + timeout
+        while not running.wait(0.5) and time.monotonic() < until:
+            if st.stops.stopped_since(owner, asked):
+                return error(action, kernel, "stopped", STOPPED_WAITING)
     else:  # that compile gave no answer worth sharing (a timeout, say): run one of our own
-        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key, owner)
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key, owner, asked)
     try:
-        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key, owner)
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key, owner, asked)
     finally:
         with st.inflight_lock:
             st.inflight.pop(key, None)
         done.set()
 
 
+STOPPED_WAITING = "stopped by you before it started"
+
+
 def _execute(st, action, kernel, source, params, arch, options, session, progress, timeout,
-             key: str | None, owner: str | None = None) -> dict:
+             key: str | None, owner: str | None = None, asked: float | None = None) -> dict:
     gpu = action in GPU_ACTIONS
     started = time.monotonic()
+    asked = started if asked is None else asked
     try:
-        with st.scheduler.slot("gpu" if gpu else "cpu", session, progress) as token:
-            if st.stops.stopped_since(owner, started):
-                return error(action, kernel, "stopped", "stopped by you before it started")
+        with st.scheduler.slot("gpu" if gpu else "cpu", session, progress,
+                               stop_if=lambda: st.stops.stopped_since(owner, asked)) as token, \
+                st.stops.track(owner, asked) as ticket:
+            if ticket.stopped:
+                return error(action, kernel, "stopped", STOPPED_WAITING)
             progress("starting", 0.0)
             pool = st.pools[("gpu", token) if gpu else ("cpu", None)]
             job = pool.take()
             try:
+                st.stops.attach(ticket, job)  # a stop that came while the worker got ready kills it now
                 request = {"action": action, "kernel": kernel, "source": source, "params": params, "arch": arch,
                            "options": options}
                 if gpu:
                     _seed_ceilings(st, job)
                 _seed_tuned_table(st, job)
-                with st.stops.track(owner, job):
-                    result = job.run(request, timeout, progress)
-                if getattr(job, "stopped", False):
+                result = job.run(request, timeout, progress)
+                if ticket.stopped:
                     return error(action, kernel, "stopped", f"stopped by you after {time.monotonic() - started:.1f} s")
                 if gpu and _no_user_code(kernel, source) and isinstance(result, dict) and result.get("ok"):
                     _harvest_ceilings(st, job)
@@ -226,6 +236,8 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
     except Busy as busy:
         wait = max(1, round(busy.retry_after))
         return error(action, kernel, "busy", f"{busy}: try again in {wait} s")
+    except Stopped:
+        return error(action, kernel, "stopped", STOPPED_WAITING)
     if not isinstance(result, dict):
         return error(action, kernel, "internal", "the job answered something other than a JSON object")
     result.setdefault("kernel", kernel)
@@ -339,8 +351,8 @@ def _keep_tuned_config(st: _State, kernel: str, source: str | None, result: dict
     best["stored"] = {"ok": True, "gpu": gpu, "tuned_for": stored.get("tuned_for"), "table": "the server's"}
 
 
-def stop(owner: str) -> int:
-    """Stop every job `owner` started: how many were running (and are killed now)."""
+def stop(owner: str) -> dict:
+    """Stop every job `owner` started: {"killed", "left" (on Ray nodes, running on to their end), "waiting"}."""
     return state().stops.stop(str(owner))
 
 

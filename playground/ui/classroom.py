@@ -613,9 +613,14 @@ def summary_text(summary: dict | None) -> str:
         return ""
     from .views import fmt_ms
 
-    def number(key):  # what /share was sent is anyone's: a figure that is not a number is left out
+    def number(key):  # what /share was sent is anyone's: a figure that is not a plain number is left out
         value = summary.get(key)
-        return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        try:
+            return value if 0 < float(value) < 1e12 else None  # (float(10**400) overflows; nan fails both)
+        except OverflowError:
+            return None
 
     what = f"their last {str(summary['action'])[:20]}"
     if not summary.get("ok"):
@@ -802,7 +807,8 @@ def wire(page, demo) -> None:
         out.update(own_kernel.leave(page, data))
         out[page.kept_draft] = kept
         return out
-    page.starter_btn.click(on_starter, page.setup | {page.exercise}, page.everything | {page.kept_draft}, **light)
+    page.starter_btn.click(on_starter, page.setup | {page.exercise}, page.everything | {page.kept_draft},
+                           cancels=page.jobs, **light)  # a late answer of the kernel before must not land on it
 
     def on_submit(name, source, params_text, request: gr.Request, progress=gr.Progress()):
         try:

@@ -56,16 +56,24 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, *, s
     return result
 
 
-def stop(owner: str | None) -> int:
-    """Stop the jobs this browser tab started (`owner`: its session id): how many were running."""
+def refused_for_no_gpu(result: dict | None) -> bool:
+    """The answer of a run or tune turned away at once because the server has no GPU: nothing was compiled."""
+    from playground.jobs.runner import NO_GPU
+    err = (result or {}).get("error") or {}
+    return err.get("stage") == "device" and err.get("message") == NO_GPU
+
+
+def stop(owner: str | None) -> dict:
+    """Stop the jobs this browser tab started (`owner`: its session id): {"killed", "left", "waiting"} (jobs.stop)."""
+    none = {"killed": 0, "left": 0, "waiting": 0}
     if not owner:
-        return 0
+        return none
     try:
         from playground.jobs import stop as stop_jobs
-        return stop_jobs(owner)
+        return {**none, **stop_jobs(owner)}
     except Exception:  # the page's Stop must answer even if the job system is down
         log.exception("stopping jobs failed")
-        return 0
+        return none
 
 
 def student_of(request) -> str:

@@ -472,9 +472,15 @@ class Page:
 
     def on_stop(self, request: gr.Request):
         """Stop: this tab's job ends now (its process killed), and one still queued will not start."""
-        running = gateway.stop(_tab(request))
-        text = ("Stopped: your job was killed; the code and what was shown before it are as they were."
-                if running else "Stopped: nothing of yours was running (a job still queued will not start).")
+        stopped = gateway.stop(_tab(request))
+        if stopped["killed"]:
+            text = "Stopped: your job was killed; the code and what was shown before it are as they were."
+        elif stopped["left"]:  # on a Ray node: not killed from here
+            text = "Stopped: your job runs on a node of the cluster to its end there; its answer will be dropped."
+        elif stopped["waiting"]:
+            text = "Stopped: your job was about to start and will not."
+        else:
+            text = "Stopped: nothing of yours was running (a job still queued will not start)."
         return f'<div class="pg-status idle">{views.esc(text)}</div>'
 
     def on_preset(self, data: dict, request: gr.Request):
@@ -528,10 +534,10 @@ class Page:
             out[self.resources] = views.resources_html(result)
             out[self.cu_dl] = gr.update(value=download_path(_session(request), f"{kernel}.cu", result["cuda"]),
                                         interactive=True, label=f"Download {kernel}.cu")
-        elif previous and previous.get("cuda") and err and err.get("stage") != "device":
+        elif previous and previous.get("cuda") and err and not gateway.refused_for_no_gpu(result):
             # No new CUDA (the compile failed): the CUDA still shown is the last good compile's, and says so; the
-            # error's line is marked in it where it maps there. (A run refused for want of a GPU compiled nothing
-            # and failed nothing: the CUDA shown stays as it is.)
+            # error's line is marked in it where it maps there. (A run turned away for want of a GPU compiled
+            # nothing and failed nothing: the CUDA shown stays as it is.)
             last = {**previous, "error_line": err.get("line"), "stale": True}
             out[self.last] = last
             out.update(self.panes(last, None))
@@ -659,7 +665,7 @@ class Page:
         # kernel and the target, never the previous kernel's controls. It (and Reset) cancels this user's job still
         # queued or running: a compile of the kernel before, answering late, would write its CUDA, status and
         # controls over the new kernel's. (A job already running finishes on the server; its answer is dropped.)
-        jobs = [compile_job, run_job, tune_job, sweep_job]
+        self.jobs = jobs = [compile_job, run_job, tune_job, sweep_job]  # (New kernel and an exercise's starter too)
         self.kernel.select(self.on_kernel, {self.kernel, self.arch, self.editor, self.own, self.own_draft},
                            everything, api_visibility="private", trigger_mode="always_last", cancels=jobs, **light)
         self.reset_btn.click(self.on_reset, self.setup, everything, api_visibility="private", cancels=jobs, **light)

@@ -364,7 +364,8 @@ def wire(page, everything: set) -> None:
     def pick(data: dict, request: gr.Request):
         return on_entry(page, data, request)
 
-    page.new_btn.click(new, page.setup | {page.new_from, page.own_draft}, everything | outputs(page), **engine_kw)
+    page.new_btn.click(new, page.setup | {page.new_from, page.own_draft}, everything | outputs(page),
+                       cancels=page.jobs, **engine_kw)  # a late answer of the kernel before must not land on it
     page.read_btn.click(read_params, page.setup,
                         outputs(page) | {page.error_box, page.log_acc, page.log, page.error_line}, **engine_kw)
     page.entry.input(pick, page.setup, outputs(page), **engine_kw)

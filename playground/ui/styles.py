@@ -284,11 +284,22 @@ HEAD = r"""
   const KEYS = {"#pg-compile": "Compile (Ctrl+Enter)", "#pg-run": "Compile, verify and time (Ctrl+Shift+Enter)"};
   document.addEventListener("keydown", (ev) => {
     if (ev.key !== "Enter" || !(ev.ctrlKey || ev.metaKey) || ev.altKey || ev.repeat) return;
+    const target = ev.target instanceof Element ? ev.target : null;
+    const inSlot = target && target.closest(".pg-slot");
+    // Not from other text boxes (a roster, a password, the JSON of a submission): the editor, the parameters,
+    // or the page itself.
+    if (target && target.closest("input, textarea, [contenteditable=true]") && !inSlot &&
+        !target.closest("#pg-editor")) return;
     const button = document.querySelector(ev.shiftKey ? "#pg-run" : "#pg-compile");
     if (!button || button.disabled || !button.offsetParent) return;  // busy, or not on this page
     ev.preventDefault();
     ev.stopPropagation();
-    button.click();
+    if (inSlot) {  // a value typed into a parameter counts once its box lets go of it: then compile
+      target.blur();
+      setTimeout(() => button.click(), 60);
+    } else {
+      button.click();
+    }
   }, true);
   // A value typed into a parameter and entered is that value: Gradio's dropdown would take the first choice that
   // starts with it instead (100000 became the preset 1000003). A choice reached with the arrow keys is still taken.
