@@ -162,6 +162,16 @@ def test_only_the_teacher_sees_code_lists_exports_and_resets(tmp_path):
     assert "PLAYGROUND_TEACHER_PASSWORD" in off.all_submissions("teacher", "")["error"]["message"]
 
 
+def test_guessing_the_teacher_password_stops_after_a_few_tries_for_that_student_only(tmp_path):
+    room = room_for(tmp_path)
+    for guess in range(room.TEACHER_TRIES):
+        assert "only the teacher" in room.all_submissions("Mallory", f"guess-{guess}")["error"]["message"]
+    refused = room.all_submissions("Mallory", TEACHER_PW)  # even the right one, now: the guesses are over
+    assert not refused.get("ok") and "too many wrong teacher passwords" in refused["error"]["message"]
+    assert room.all_submissions("Grace", TEACHER_PW)["ok"]  # nobody else is slowed down
+    assert room.all_submissions("teacher", "")["ok"]  # nor the teacher, logged in
+
+
 @pytest.fixture(scope="module")
 def class_server(tmp_path_factory):
     """The class's endpoints in Gradio's server, behind the class's login."""

@@ -26,6 +26,7 @@ import hmac
 import io
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -153,6 +154,8 @@ class Classroom:
         self.class_password = class_password if class_password is not None else self.settings.password
         self._submitting: set[str] = set()
         self._submitting_lock = threading.Lock()
+        self._teacher_misses: dict[str, list[float]] = {}  # who gave a wrong teacher password, when
+        self._teacher_misses_lock = threading.Lock()
 
     @property
     def store(self) -> Store:
@@ -399,10 +402,27 @@ class Classroom:
         return bool(teacher_password) and hmac.compare_digest(str(teacher_password).encode(), teacher.encode())
 
     # -- the teacher's view ---------------------------------------------------------------------------------------------
+    TEACHER_TRIES, TEACHER_WINDOW = 5, 600.0  # wrong teacher passwords a student may give in the window
+
     def _teacher_only(self, username, teacher_password) -> dict | None:
         if not self.settings.teacher_password:
             return error("permission", "the teacher's view is off: set PLAYGROUND_TEACHER_PASSWORD")
-        if not self.is_teacher(username, teacher_password):
+        if self.is_teacher(username, None):  # logged in as the teacher
+            return None
+        # A student giving the teacher password: guesses are limited per student (the login's own throttle keeps
+        # them from coming back under many names), and never slow anyone else down.
+        who, now = " ".join(str(username or "anonymous").split())[:64], time.monotonic()
+        with self._teacher_misses_lock:
+            misses = [t for t in self._teacher_misses.get(who, []) if now - t < self.TEACHER_WINDOW]
+            self._teacher_misses[who] = misses
+            if len(misses) >= self.TEACHER_TRIES:
+                wait = math.ceil(misses[0] + self.TEACHER_WINDOW - now)
+                return error("permission", f"too many wrong teacher passwords from {who}: try again in {wait} s")
+        if not self.is_teacher(None, teacher_password):
+            if teacher_password:
+                with self._teacher_misses_lock:
+                    self._teacher_misses.setdefault(who, []).append(now)
+                log.warning("a wrong teacher password from %r", who)
             return error("permission", "only the teacher may do this: log in as 'teacher' or give the teacher "
                                        "password")
         return None
