@@ -43,8 +43,11 @@ def test_a_share_round_trips_exactly_and_survives_a_restart(tmp_path):
     shared = room.share("gemm", source, params, {"median_ms": 0.5}, "http://class:7860")
     assert shared["ok"] and shared["url"] == f"http://class:7860/?s={shared['id']}"
     assert len(shared["id"]) >= 10 and shared["id"].isalnum()
-    assert room.share("gemm", source, params)["id"] == shared["id"]  # content-addressed
-    assert room.share("gemm", source + " ", params)["id"] != shared["id"]
+    assert room.share("gemm", source, params, {"median_ms": 0.5})["id"] == shared["id"]  # content-addressed
+    assert room.share("gemm", source + " ", params, {"median_ms": 0.5})["id"] != shared["id"]
+    # the result line is part of the content: another's share of the same code does not show this one's result
+    assert room.share("gemm", source, params, {"median_ms": 0.9})["id"] != shared["id"]
+    assert room.open_share(room.share("gemm", source, params)["id"])["summary"] is None
 
     restarted = room_for(tmp_path)
     opened = restarted.open_share(shared["id"])

@@ -28,9 +28,14 @@ def _canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def share_digest(kernel: str, source: str, params: dict) -> str:
-    """The content address of a share: the same kernel, source and parameters always get the same id."""
-    text = _canonical({"kernel": kernel, "source": source, "params": params})
+def share_digest(kernel: str, source: str, params: dict, summary: dict | None = None) -> str:
+    """The content address of a share: the same kernel, source, parameters and result summary always get the same
+    id. (The summary is part of it: else the first share of some code would fix the result line that every later
+    share of that code shows, whoever wrote it and however old.)"""
+    content = {"kernel": kernel, "source": source, "params": params}
+    if summary is not None:  # (shares without one keep the ids they had before summaries counted)
+        content["summary"] = summary
+    text = _canonical(content)
     digest = hashlib.sha256(text.encode()).digest()
     return base64.b32encode(digest).decode().rstrip("=").lower()
 
@@ -102,20 +107,21 @@ class Store:
     def put_share(self, kernel: str, source: str, params: dict | None, summary: dict | None = None) -> str:
         """Store a share (once: the id is the content's address) and return its id."""
         kernel, source, params, summary = check_share(kernel, source, params, summary)
-        digest = share_digest(kernel, source, params)
-        params_json = _canonical(params)
+        digest = share_digest(kernel, source, params, summary)
+        params_json, summary_json = _canonical(params), None if summary is None else _canonical(summary)
         for length in range(SHARE_ID_LENGTH, len(digest) + 1, 4):
             share_id = digest[:length]
             with self.db.transaction() as conn:
-                row = conn.execute("SELECT kernel, source, params FROM shares WHERE id = ?", (share_id,)).fetchone()
+                row = conn.execute("SELECT kernel, source, params, summary FROM shares WHERE id = ?",
+                                   (share_id,)).fetchone()
                 if row is None:
                     conn.execute("INSERT INTO shares (id, kernel, source, params, summary, created_at) "
                                  "VALUES (?, ?, ?, ?, ?, ?)",
-                                 (share_id, kernel, source, params_json,
-                                  None if summary is None else _canonical(summary), time.time()))
+                                 (share_id, kernel, source, params_json, summary_json, time.time()))
                     return share_id
-                if (row["kernel"], row["source"], row["params"]) == (kernel, source, params_json):
-                    return share_id  # immutable: the first share of this content stands, summary included
+                if (row["kernel"], row["source"], row["params"], row["summary"]) == (kernel, source, params_json,
+                                                                                    summary_json):
+                    return share_id  # immutable: the same content, the same share
             # another content has this prefix: take a longer one
         raise StoreError("no free share id")  # 52 characters of SHA-256 all taken: not in this universe
 
