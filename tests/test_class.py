@@ -76,6 +76,7 @@ def test_unknown_or_oversized_shares_get_a_clear_message(tmp_path):
     big = room.share("gemm", "x" * (300 * 1024), {})
     assert not big["ok"] and "at most 256 KiB" in big["error"]["message"]
     assert "plain JSON" in room.share("gemm", "", {"f": object()})["error"]["message"]
+    assert "plain JSON" in room.share("gemm", "", {}, {"median_ms": 1e400})["error"]["message"]  # not "internal"
 
 
 # -- exercises -----------------------------------------------------------------------------------------------------------
@@ -163,6 +164,18 @@ def test_only_the_teacher_sees_code_lists_exports_and_resets(tmp_path):
     assert room.reset_board("teacher", "", "vector_add")["ok"] and room.leaderboard("vector_add")["rows"] == []
     off = cls.Classroom(Settings(data_dir=tmp_path / "off"))
     assert "PLAYGROUND_TEACHER_PASSWORD" in off.all_submissions("teacher", "")["error"]["message"]
+
+
+def test_wrong_types_from_an_http_caller_get_a_plain_message(tmp_path):
+    room = room_for(tmp_path)
+    assert "no submission number" in room.open_submission("teacher", "", 10 ** 30)["error"]["message"]
+    for params in ([1, 2], "abc"):
+        answer = room.submit("Ada", "vector_add", "x = 1", params)
+        assert answer["error"]["stage"] == "parameters" and "params must be an object" in answer["error"]["message"]
+    assert "pick an exercise first" in room.submit("Ada", None, "x = 1", {})["error"]["message"]
+    from playground.ui import api
+    answer = api.call("compile", "vector_add", "", [1, 2], None)
+    assert answer["error"]["stage"] == "parameters" and "params must be an object" in answer["error"]["message"]
 
 
 def test_guessing_the_teacher_password_stops_after_a_few_tries_for_that_student_only(tmp_path):

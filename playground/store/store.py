@@ -24,8 +24,9 @@ class ShareError(ValueError):
     """A share that cannot be stored or found, with a message for the user."""
 
 
-def _canonical(obj) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def _canonical(obj, strict: bool = False) -> str:
+    """`strict`: refuse NaN and infinities (what a caller of /share sends is checked as JSON, which has neither)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=not strict)
 
 
 def share_digest(kernel: str, source: str, params: dict, summary: dict | None = None) -> str:
@@ -53,8 +54,8 @@ def check_share(kernel, source, params, summary) -> tuple[str, str, dict, dict |
     if not isinstance(params, dict):
         raise ShareError("params must be an object of NAME: VALUE")
     try:
-        params_json = _canonical(params)
-        summary_json = None if summary is None else _canonical(summary)
+        params_json = _canonical(params, strict=True)
+        summary_json = None if summary is None else _canonical(summary, strict=True)
     except (TypeError, ValueError) as exc:
         raise ShareError(f"params and the result summary must be plain JSON values: {exc}") from None
     if len(params_json.encode()) > SHARE_PARAMS_LIMIT:

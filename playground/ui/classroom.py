@@ -209,6 +209,9 @@ class Classroom:
             return error("permission", "submitting needs to know who you are, and this server has no login: the "
                                        "teacher sets a class password or imports a roster (README, Teaching a class)")
         ex = self.exercises_by_name().get(str(exercise or ""))
+        if ex is None and not exercise:
+            return error("parameters", "pick an exercise first; the exercises are "
+                                       f"{', '.join(self.exercises_by_name()) or 'none'}")
         if ex is None:
             return error("parameters", f"no exercise named {exercise!r}; the exercises are "
                                        f"{', '.join(self.exercises_by_name()) or 'none'}")
@@ -233,6 +236,8 @@ class Classroom:
 
     @staticmethod
     def _tile_params(ex: Exercise, params) -> tuple[dict, str | None]:
+        if params is not None and not isinstance(params, dict):
+            return {}, f"params must be an object of NAME: VALUE, not {type(params).__name__}"
         params = dict(params or {})
         params.pop("arch", None)
         fixed = [k for k in params if k in ex.timed or k == "dtype"]
@@ -469,7 +474,7 @@ class Classroom:
             return refused
         try:
             found = self.store.submission(int(submission_id))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # (SQLite's integers stop at 2**63)
             found = None
         if found is None:
             return error("parameters", f"no submission number {submission_id!r}")
