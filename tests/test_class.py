@@ -178,6 +178,17 @@ def test_wrong_types_from_an_http_caller_get_a_plain_message(tmp_path):
     assert answer["error"]["stage"] == "parameters" and "params must be an object" in answer["error"]["message"]
 
 
+def test_login_names_are_short_and_printable_and_the_csv_runs_no_formula(tmp_path):
+    room = room_for(tmp_path)
+    assert room.login("Ada", CLASS_PW)
+    assert not room.login("x" * 65, CLASS_PW)  # longer than a submission can record
+    assert not room.login("teacher\u200b", CLASS_PW)  # a look-alike of the teacher on the board
+    room.store.add_submission("vector_add", "=HYPERLINK(\"http://x\")", "k", {}, accepted=True, median_ms=0.2,
+                              baseline_ms=0.1)
+    text = room.export_csv("teacher", "")["csv"]
+    assert "'=HYPERLINK" in text and ",=HYPERLINK" not in text
+
+
 def test_guessing_the_teacher_password_stops_after_a_few_tries_for_that_student_only(tmp_path):
     room = room_for(tmp_path)
     for guess in range(room.TEACHER_TRIES):

@@ -45,6 +45,7 @@ log = logging.getLogger("playground.classroom")
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISES_DIR = ROOT / "exercises"
 TEACHER = "teacher"  # the teacher's user name at the login
+NAME_LIMIT = 64  # characters of a user name (the store keeps no longer ones)
 SOURCE_LIMIT = 256 * 1024
 BUILD_TIMEOUT = 240.0   # seconds: the student's factory, once per problem (no compile)
 GRADE_TIMEOUT = 600.0   # seconds: compile every problem's kernel, verify, time, verify again
@@ -56,6 +57,14 @@ def error(stage: str, message: str, **extra) -> dict:
     """A failed answer in the engine's one error shape."""
     return {"ok": False, "error": {"stage": stage, "message": message, "line": extra.pop("line", None),
                                    "log": extra.pop("log", "")}, **extra}
+
+
+def spreadsheet_safe(value):
+    """A student's text as a spreadsheet shows it, not as a formula it would run: a cell starting with = + - @ (or a
+    tab or carriage return) gets a leading apostrophe (OWASP's advice for CSV injection)."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
 
 
 # -- exercises --------------------------------------------------------------------------------------------------------
@@ -363,6 +372,8 @@ class Classroom:
         without a roster, any other name with the class password."""
         name = " ".join(str(username or "").split())
         given = str(password or "").encode()
+        if len(name) > NAME_LIMIT or not name.isprintable():  # (zero-width and control characters: a look-alike name)
+            return False
         if name.lower() == TEACHER:
             teacher = self.settings.teacher_password
             return bool(teacher) and hmac.compare_digest(given, teacher.encode())
@@ -489,6 +500,7 @@ class Classroom:
         writer = csv.DictWriter(out, fields, extrasaction="ignore")
         writer.writeheader()
         for row in self.store.submissions(exercise or None):
+            row = {k: spreadsheet_safe(v) for k, v in row.items()}
             writer.writerow({**row, "submitted_at": time.strftime("%Y-%m-%d %H:%M:%S",
                                                                   time.gmtime(row["created_at"]))})
         return {"ok": True, "csv": out.getvalue()}
