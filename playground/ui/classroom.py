@@ -765,9 +765,13 @@ def build_class(page) -> None:
                                           value="", label="Exercise", scale=1)
         with gr.Row():
             page.teacher_list = gr.Button("List submissions", size="sm")
-            page.teacher_csv = gr.DownloadButton("Export CSV", size="sm")
+            page.teacher_csv = gr.Button("Export CSV", size="sm")
             page.teacher_reset = gr.Button("Reset this exercise's board", size="sm", variant="stop")
         page.teacher_note = gr.HTML("")
+        # The CSV is made on the click, then offered here (a DownloadButton hands out the file it held before the
+        # click: each export came one click late, the first none at all).
+        page.teacher_csv_file = gr.File(label="Submissions (CSV)", visible=False, interactive=False,
+                                        elem_id="pg-teacher-csv")
         page.teacher_rows = gr.Dataframe(submissions_frame({}), interactive=False, wrap=True, max_height=360)
         with gr.Row():
             page.teacher_id = gr.Number(None, label="Submission id", precision=0, scale=1)
@@ -897,12 +901,14 @@ def wire(page, demo) -> None:
     def teacher_csv(pw, ex, request: gr.Request):
         answer = classroom().export_csv(user_of(request), pw, ex)
         if not answer.get("ok"):
-            return f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>', None
+            return (f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>',
+                    gr.update(value=None, visible=False))
         from .layout import download_path
-        return ('<div class="pg-status ok">The CSV is ready.</div>',
-                download_path("teacher", f"submissions-{ex or 'all'}.csv", answer["csv"]))
-    page.teacher_csv.click(teacher_csv, [page.teacher_pw, page.teacher_ex], [page.teacher_note, page.teacher_csv],
-                           **light)
+        name = f"submissions-{re.sub(r'[^A-Za-z0-9_-]', '', ex or '') or 'all'}.csv"
+        return (f'<div class="pg-status ok">{_esc(name)} is ready: download it below.</div>',
+                gr.update(value=download_path("teacher", name, answer["csv"]), visible=True))
+    page.teacher_csv.click(teacher_csv, [page.teacher_pw, page.teacher_ex],
+                           [page.teacher_note, page.teacher_csv_file], **light)
 
     def teacher_reset(pw, ex, request: gr.Request):
         if not ex:
