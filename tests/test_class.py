@@ -215,6 +215,28 @@ def class_server(tmp_path_factory):
     cls.install(None)
 
 
+def test_a_roster_import_ends_the_sessions_of_names_not_on_it(tmp_path):
+    import gradio as gr
+    room = cls.install(room_for(tmp_path))
+    try:
+        with gr.Blocks() as demo:
+            cls.register(4, "engine")
+        demo.queue()
+        app, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), auth=room.login,
+                                  prevent_thread_lock=True, quiet=True)
+        cls.end_sessions_off_the_roster(app, room)  # as serve() does
+        mallory = Client(url, auth=("Mallory", CLASS_PW), verbose=False)  # before any roster: the class password
+        assert mallory.predict("", api_name="/leaderboard") is not None
+        teacher = Client(url, auth=("teacher", TEACHER_PW), verbose=False)
+        assert teacher.predict("Ada Lovelace\n", "", api_name="/teacher_roster")["ok"]
+        assert set(app.tokens.values()) == {"teacher"}  # Mallory's session ended; the teacher's goes on
+        with pytest.raises(Exception):
+            mallory.predict("", api_name="/leaderboard")
+        demo.close()
+    finally:
+        cls.install(None)
+
+
 def test_the_endpoints_share_list_and_separate_teacher_from_student(class_server):
     student = Client(class_server, auth=("Grace", CLASS_PW), verbose=False)
     shared = student.predict("softmax", "# my edit\n", {"threads": "256"}, None, api_name="/share")

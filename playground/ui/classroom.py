@@ -59,6 +59,17 @@ def error(stage: str, message: str, **extra) -> dict:
                                    "log": extra.pop("log", "")}, **extra}
 
 
+def end_sessions_off_the_roster(app, room: "Classroom") -> None:
+    """From now on, after each roster import, the login sessions of names the roster does not hold end (Gradio's
+    session tokens, `app.tokens`, are dropped: the next request of such a page is refused and asks for a login)."""
+    def revoke():
+        for token, user in list(getattr(app, "tokens", {}).items()):
+            if not room.may_stay(user):
+                app.tokens.pop(token, None)
+                log.info("ended the session of %r: not on the roster", user)
+    room.on_roster.append(revoke)
+
+
 def spreadsheet_safe(value):
     """A student's text as a spreadsheet shows it, not as a formula it would run: a cell starting with = + - @ (or a
     tab or carriage return) gets a leading apostrophe (OWASP's advice for CSV injection)."""
@@ -165,6 +176,7 @@ class Classroom:
         self._submitting_lock = threading.Lock()
         self._teacher_misses: dict[str, list[float]] = {}  # who gave a wrong teacher password, when
         self._teacher_misses_lock = threading.Lock()
+        self.on_roster: list = []  # called after a roster import (serve(): end the sessions of names not on it)
 
     @property
     def store(self) -> Store:
@@ -381,6 +393,12 @@ class Classroom:
             return self.store.check_student(name, str(password or ""))
         return bool(self.class_password) and bool(name) and hmac.compare_digest(given, self.class_password.encode())
 
+    def may_stay(self, username: str | None) -> bool:
+        """May a session logged in as `username` go on? With a roster, only the teacher and the roster's students:
+        one who logged in with the class password before the roster existed, under any name, may not."""
+        name = " ".join(str(username or "").split())
+        return name.lower() == TEACHER or not self.has_roster() or name in set(self.store.students())
+
     def login_needed(self) -> bool:
         """Is there anything to log in with (else the page is open, as without a class password before)? A roster
         is only looked for in a database that exists: a server without class settings creates none at start."""
@@ -469,6 +487,11 @@ class Classroom:
             self.store.add_students(passwords)
         except (StoreError, ValueError) as exc:
             return error("parameters", f"the roster was not imported: {exc}")
+        for hook in self.on_roster:
+            try:
+                hook()
+            except Exception:
+                log.exception("after the roster import")
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(["name", "password"])

@@ -158,6 +158,7 @@ def serve(host: str = "0.0.0.0", port: int = 7860, password: str | None = None, 
         footer_links=["api", "gradio"])
     add_health_route(app)
     throttle_logins(app, LoginThrottle())
+    classroom.end_sessions_off_the_roster(app, room)
     gateway.start_jobs(settings)
     if not prevent_thread_lock:
         demo.block_thread()
