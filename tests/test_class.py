@@ -77,6 +77,7 @@ def test_unknown_or_oversized_shares_get_a_clear_message(tmp_path):
     assert not big["ok"] and "at most 256 KiB" in big["error"]["message"]
     assert "plain JSON" in room.share("gemm", "", {"f": object()})["error"]["message"]
     assert "plain JSON" in room.share("gemm", "", {}, {"median_ms": 1e400})["error"]["message"]  # not "internal"
+    assert "no kernel named '../../etc/passwd'" in room.share("../../etc/passwd", "", {})["error"]["message"]
 
 
 # -- exercises -----------------------------------------------------------------------------------------------------------

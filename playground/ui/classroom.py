@@ -203,6 +203,11 @@ class Classroom:
     # -- share links ------------------------------------------------------------------------------------------------
     def share(self, kernel: str, source: str, params: dict | None, summary: dict | None = None,
               base_url: str = "") -> dict:
+        from . import gateway
+        from .own_kernel import OWN
+        known = [*gateway.kernel_names(), OWN]
+        if kernel not in known:  # a link would open another kernel than it names
+            return error("parameters", f"no kernel named {str(kernel)[:64]!r} to share; one of {', '.join(known)}")
         try:
             share_id = self.store.put_share(kernel, source or "", params or {}, summary)
         except ShareError as exc:
