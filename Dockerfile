@@ -47,6 +47,7 @@ RUN if [ -f /tmp/from-host/ca-certificates.crt ]; then export PIP_CERT=/tmp/from
 COPY app.py ./
 COPY playground/ playground/
 COPY kernels/ kernels/
+COPY exercises/ exercises/
 COPY bench/ bench/
 # uid 1000: the first user of most hosts, so files the app writes into a bind-mounted data folder are that user's.
 # /data: what the app keeps (PLAYGROUND_DATA); a volume, so it outlives the container.
