@@ -16,6 +16,7 @@ from __future__ import annotations
 import gradio as gr
 
 from . import gateway
+from ..jobs.job import error  # the engine's answer for a failure: one JSON shape everywhere
 
 ACTION_OPTIONS = {"tune": ("max_configs",), "run": ("seed", "graph")}
 
@@ -29,20 +30,17 @@ def _progress(progress):
     return report
 
 
-def refused(action: str, kernel, message: str) -> dict:
-    return {"ok": False, "kernel": str(kernel or ""), "action": action,
-            "error": {"stage": "parameters", "message": message, "line": None, "log": ""}}
-
-
 def call(action: str, kernel: str, source: str | None, params: dict | None, request: gr.Request | None,
          progress=None) -> dict:
     # What an HTTP caller sends is anything JSON: say what was wrong, never answer with a Python error.
+    name = str(kernel or "")
     if params is not None and not isinstance(params, dict):
-        return refused(action, kernel, f"params must be an object of NAME: VALUE, not {type(params).__name__}")
+        return error(action, name, "parameters",
+                     f"params must be an object of NAME: VALUE, not {type(params).__name__}")
     if source is not None and not isinstance(source, str):
-        return refused(action, kernel, f"source must be text, not {type(source).__name__}")
+        return error(action, name, "parameters", f"source must be text, not {type(source).__name__}")
     if kernel is not None and not isinstance(kernel, str):
-        return refused(action, kernel, f"kernel must be a name (text), not {type(kernel).__name__}")
+        return error(action, name, "parameters", f"kernel must be a name (text), not {type(kernel).__name__}")
     params = dict(params or {})
     arch = params.pop("arch", None)
     options = {k: params.pop(k) for k in ACTION_OPTIONS.get(action, ()) if k in params}

@@ -59,12 +59,18 @@ def error(stage: str, message: str, **extra) -> dict:
                                    "log": extra.pop("log", "")}, **extra}
 
 
+def user_name(name) -> str:
+    """A user name as the class knows it: runs of white space as one space, none at the ends."""
+    return " ".join(str(name or "").split())
+
+
 def end_sessions_off_the_roster(app, room: "Classroom") -> None:
     """From now on, after each roster import, the login sessions of names the roster does not hold end (Gradio's
     session tokens, `app.tokens`, are dropped: the next request of such a page is refused and asks for a login)."""
     def revoke():
+        roster = set(room.store.students())  # read once for all the sessions (a roster was just imported)
         for token, user in list(getattr(app, "tokens", {}).items()):
-            if not room.may_stay(user):
+            if not room.may_stay(user, roster):
                 app.tokens.pop(token, None)
                 log.info("ended the session of %r: not on the roster", user)
     room.on_roster.append(revoke)
@@ -387,7 +393,7 @@ class Classroom:
     def login(self, username: str, password: str) -> bool:
         """Gradio's auth: the teacher with the teacher password; a student of the roster with their own password;
         without a roster, any other name with the class password."""
-        name = " ".join(str(username or "").split())
+        name = user_name(username)
         given = str(password or "").encode()
         if len(name) > NAME_LIMIT or not name.isprintable():  # (zero-width and control characters: a look-alike name)
             return False
@@ -398,11 +404,16 @@ class Classroom:
             return self.store.check_student(name, str(password or ""))
         return bool(self.class_password) and bool(name) and hmac.compare_digest(given, self.class_password.encode())
 
-    def may_stay(self, username: str | None) -> bool:
-        """May a session logged in as `username` go on? With a roster, only the teacher and the roster's students:
-        one who logged in with the class password before the roster existed, under any name, may not."""
-        name = " ".join(str(username or "").split())
-        return name.lower() == TEACHER or not self.has_roster() or name in set(self.store.students())
+    def may_stay(self, username: str | None, roster: set[str] | None = None) -> bool:
+        """May a session logged in as `username` go on? With a roster (`roster`: its names, when already read),
+        only the teacher and the roster's students: one who logged in with the class password before the roster
+        existed, under any name, may not."""
+        name = user_name(username)
+        if name.lower() == TEACHER:
+            return True
+        if roster is None:
+            roster = set(self.store.students()) if self.has_roster() else None
+        return roster is None or name in roster
 
     def login_needed(self) -> bool:
         """Is there anything to log in with (else the page is open, as without a class password before)? A roster
@@ -424,7 +435,7 @@ class Classroom:
         header = self.settings.user_header
         if header:
             def proxy_user(request) -> str | None:
-                return " ".join(str(request.headers.get(header.lower()) or "").split())[:64] or None
+                return user_name(request.headers.get(header.lower()))[:NAME_LIMIT] or None
             return None, proxy_user
         return (self.login if self.login_needed() else None), None
 
@@ -436,7 +447,7 @@ class Classroom:
         teacher = self.settings.teacher_password
         if not teacher:
             return False
-        if username and " ".join(str(username).split()).lower() == TEACHER and not self.settings.user_header:
+        if user_name(username).lower() == TEACHER and not self.settings.user_header:
             return True  # logged in as the teacher (the login checked the password)
         return bool(teacher_password) and hmac.compare_digest(str(teacher_password).encode(), teacher.encode())
 
@@ -450,7 +461,7 @@ class Classroom:
             return None
         # A student giving the teacher password: guesses are limited per student (the login's own throttle keeps
         # them from coming back under many names), and never slow anyone else down.
-        who, now = " ".join(str(username or "anonymous").split())[:64], time.monotonic()
+        who, now = user_name(username or "anonymous")[:NAME_LIMIT], time.monotonic()
         with self._teacher_misses_lock:
             misses = [t for t in self._teacher_misses.get(who, []) if now - t < self.TEACHER_WINDOW]
             self._teacher_misses[who] = misses
@@ -480,7 +491,7 @@ class Classroom:
         names = []
         for r in rows:
             if len(r) > col and r[col].strip():
-                name = " ".join(r[col].split())
+                name = user_name(r[col])
                 if name.lower() == TEACHER:
                     return error("parameters", "'teacher' is the teacher's user name; rename that student")
                 if name not in names:
@@ -571,7 +582,7 @@ def install(room: Classroom) -> Classroom:
 def user_of(request) -> str | None:
     """The logged-in user's name (Gradio sets it from the login, or from the proxy header's auth_dependency)."""
     name = getattr(request, "username", None) if request is not None else None
-    return " ".join(str(name).split()) or None if name else None
+    return user_name(name) or None
 
 
 def base_url_of(request) -> str:
@@ -851,7 +862,7 @@ def wire(page, demo) -> None:
         """The starter in the editor as the source of the kernel it defines, with that kernel's controls: the page
         compiles the editor as the kernel picked, and a gemm starter read as vector_add has no kernel to build.
         The text it replaces, if edited, is offered as a download."""
-        from . import controls as ctl, gateway, own_kernel, views
+        from . import gateway, views
         from .layout import download_path
         ex = classroom().exercises_by_name().get(data[page.exercise] or "")
         if ex is None:
@@ -867,15 +878,7 @@ def wire(page, demo) -> None:
                   f'{views.esc(ex.factory)}: compile it, then make it faster and Submit.</div>')
         if ex.factory not in page.names:  # a kernel of the teacher's own: the text alone
             return {page.editor: ex.starter, page.status: status, page.kept_draft: kept}
-        c = ctl.controls_for(gateway.describe(ex.factory))
-        values = c.defaults()
-        dtype = ex.dtype if ex.dtype in c.dtypes else values["dtype"]
-        values.pop("dtype")
-        arch = None if data[page.arch] in (None, "", "auto") else data[page.arch]
-        out = page.fresh_kernel_outputs(ex.factory, ex.starter, c, values, dtype, arch, session, status)
-        out.update(own_kernel.leave(page, data))
-        out[page.kept_draft] = kept
-        return out
+        return {**page.switch_to(ex.factory, ex.starter, data, request, status, ex.dtype), page.kept_draft: kept}
     page.starter_btn.click(on_starter, page.setup | {page.exercise}, page.everything | {page.kept_draft},
                            cancels=page.jobs, **light)  # a late answer of the kernel before must not land on it
 

@@ -451,12 +451,18 @@ class Page:
         if own_kernel.is_own(self, data):
             return own_kernel.on_select(self, data, request)
         kernel = data[self.kernel] if data[self.kernel] in self.names else self.default_kernel
+        return self.switch_to(kernel, gateway.original_source(kernel), data, request, views.status_html("", None))
+
+    def switch_to(self, kernel: str, source: str, data: dict, request: gr.Request, status: str,
+                  dtype: str | None = None) -> dict:
+        """Everything for a shipped kernel newly in the editor with `source` (a switch, or an exercise's starter):
+        its controls at their defaults (`dtype` if it is one of the kernel's), the target kept."""
         c = ctl.controls_for(gateway.describe(kernel))
         values = c.defaults()
-        dtype = values.pop("dtype")
+        default_dtype = values.pop("dtype")
         arch = None if data[self.arch] in (None, "", AUTO) else data[self.arch]
-        out = self.fresh_kernel_outputs(kernel, gateway.original_source(kernel), c, values, dtype, arch,
-                                        _session(request), views.status_html("", None))
+        out = self.fresh_kernel_outputs(kernel, source, c, values, dtype if dtype in c.dtypes else default_dtype,
+                                        arch, _session(request), status)
         out.update(own_kernel.leave(self, data))  # one's own kernel's text kept, its controls gone
         return out
 
@@ -624,7 +630,8 @@ class Page:
     # -- wiring -----------------------------------------------------------------------------------------------
     def wire(self, demo: gr.Blocks) -> None:
         light = dict(concurrency_limit=None, show_progress="hidden")
-        self.everything = everything = {self.kernel, self.editor, self.preset, self.dtype, self.arch, self.status, self.last,
+        self.everything = everything = {
+                      self.kernel, self.editor, self.preset, self.dtype, self.arch, self.status, self.last,
                       self.resources, self.cu_dl, self.cuda, self.ptx, self.sass, self.host, self.src_line,
                       self.error_box,
                       self.log_acc, self.log, self.error_line, self.draft, self.share, self.py_dl, *self.p_slots,
