@@ -12,10 +12,10 @@ import math
 import pytest
 
 from playground.engine import catalogue, measure as measure_module
-from playground.engine.bench import TARGETS, bench
+from playground.engine.bench import TARGETS, bench, summary
 from playground.engine.errors import StageError
-from playground.engine.measure import (DeviceError, Measurement, MeasureOptions, Measurer, device_error, measure,
-                                       problem_label, verification_failure)
+from playground.engine.measure import (DeviceError, Measurement, MeasureOptions, Measurer, baseline_names,
+                                       device_error, measure, problem_label, verification_failure)
 from playground.engine.sweep import sweep
 from playground.engine.timing import summarize
 from playground.engine.tune import tune
@@ -50,8 +50,8 @@ class StandIn:
             failed = [verdict(config, False)]
             return Measurement(config, True, failed, error=verification_failure(failed))
         times = {"kernel": summarize([self.ms(config)] * 10)}
-        if options.baselines:
-            times.update({name: summarize([2 * self.ms(config)] * 10) for name in kernel.baselines})
+        times.update({name: summarize([2 * self.ms(config)] * 10)
+                      for name in baseline_names(kernel, options.baselines, options.bench_baselines)})
         return Measurement(config, True, [verdict(config, True)], times)
 
     def opener(self):
@@ -192,6 +192,57 @@ def test_a_bench_row_marked_graph_is_timed_as_cuda_graph_replays_and_says_so(vec
     assert seen_graph == [True, False], "the same problem timed both ways is measured twice, each its own way"
     assert [r["timing"] for r in rows] == ["graph", "events"]
     assert any(len(t) == 6 and t[5] == "graph" for t in TARGETS), "the 2^20 vector add is timed with CUDA graphs"
+
+
+def test_a_benchmark_only_baseline_is_measured_apart_and_its_row_is_shown_not_judged():
+    stand_in = StandIn()
+    problem = dict(M=1024, N=1024, K=1024)
+    rows = bench([("gemm_epilogue", "float16", problem, "torch: relu(a @ b + bias)", 1.20),
+                  ("gemm_epilogue", "float16", problem, "linear", 1.00),
+                  ("gemm_epilogue", "float16", problem, "torch.compile", None)],
+                 commit="test", log=lambda _: None, open_measurer=stand_in.opener())
+    assert len(stand_in.seen) == 2, "the torch.compile row has a measurement of its own"
+    assert stand_in.options.baselines == ("torch.compile: relu(a @ b + bias)",) and stand_in.options.bench_baselines
+    unfused, linear, compiled = rows
+    assert unfused["met"] is True and linear["met"] is True and unfused["baseline"] != compiled["baseline"]
+    assert compiled["baseline"].startswith("torch.compile") and compiled["ratio"] == 2.0
+    assert compiled["target"] is None and compiled["met"] is None
+    assert summary(rows) == ("2/2 targets met", 0)
+    assert any(t[3] == "torch.compile" and t[4] is None for t in TARGETS), "the epilogue is shown against it"
+
+
+def test_a_failed_comparison_row_is_told_but_fails_no_benchmark_run():
+    problem = dict(M=1024, N=1024, K=1024)
+    stand_in = StandIn(wrong=lambda c: stand_in.options.bench_baselines)  # only the torch.compile measurement fails
+    rows = bench([("gemm_epilogue", "float16", problem, "linear", 1.00),
+                  ("gemm_epilogue", "float16", problem, "torch.compile", None)],
+                 commit="test", log=lambda _: None, open_measurer=stand_in.opener())
+    assert rows[0]["met"] and rows[1]["error"] and rows[1]["met"] is None
+    assert summary(rows) == ("1/1 targets met; 1 comparison rows failed", 0)
+    rows[0]["error"] = "verify: wrong result"
+    assert summary(rows)[1] == 1
+
+
+def test_the_benchmark_only_baselines_are_timed_only_when_asked_for_by_name():
+    k = catalogue.load("gemm_epilogue")
+    compiled = next(iter(k.bench_baselines))
+    assert compiled not in baseline_names(k, True, bench=True), "a student's run never waits for torch.compile"
+    assert baseline_names(k, True) == list(k.baselines)
+    assert baseline_names(k, (compiled,), bench=False) == []
+    assert baseline_names(k, (compiled,), bench=True) == [compiled]
+    assert baseline_names(k, False, bench=True) == []
+
+
+def test_the_torch_compile_baseline_of_the_fused_epilogue_computes_its_reference():
+    # Real torch.compile (Inductor, on the CPU here): the baseline must solve the kernel's problem, or its time
+    # means nothing.
+    import torch
+    k = catalogue.load("gemm_epilogue")
+    fn = k.bench_baselines["torch.compile: relu(a @ b + bias)"]
+    a, b, bias = k.module.make_inputs(64, 96, 80, torch.float32, "cpu", torch.Generator().manual_seed(0))
+    for activation in ("relu", "gelu"):
+        out = fn(a, b, bias, activation=activation)
+        assert torch.allclose(out, k.reference((a, b, bias), {"activation": activation}), atol=1e-5)
 
 
 def test_bench_reports_a_kernel_that_does_not_load_as_its_rows_error():

@@ -44,18 +44,21 @@ GEMM_SKINNY = [_gemm(16384, 256, 4096), _gemm(256, 16384, 4096), _gemm(128, 8192
 GEMM_OFF_GRID = [_gemm(4000, 4000, 4000), _gemm(5120, 3000, 2047), _gemm(3000, 5000, 1000), _gemm(1000, 1000, 1000)]
 # Softmax rows from 512 to 65536 long, 2^26 elements each (128 MiB in fp16).
 SOFTMAX_ROWS = [dict(M=2**26 // n, N=n) for n in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)]
+# The fused epilogue: square, an LLM's MLP up-projection and a 1024-wide KV projection.
+EPILOGUE_SHAPES = [_gemm(4096, 4096, 4096), _gemm(8192, 8192, 8192), _gemm(4096, 14336, 4096),
+                   _gemm(8192, 1024, 8192)]
 # FlashAttention at 32768 query tokens a head group (batch × seq_len), 512 to 16384 tokens long.
 FA_128 = [_fa(s, 128, c, batch=32768 // s) for s in (512, 1024, 2048, 4096, 8192, 16384) for c in (False, True)]
 
-# (kernel, dtype, problem, baseline: a label fragment of one of the kernel's BASELINES or "copy", target ratio[,
-# timing]). timing "graph": the kernel and its baseline each timed as CUDA-graph replays of back-to-back calls
-# (timing.py), for kernels of a few microseconds, whose time one launch at a time would be mostly launch overhead.
+# (kernel, dtype, problem, baseline: a label fragment of one of the kernel's BASELINES or BENCH_BASELINES or "copy",
+# target ratio[, timing]). timing "graph": the kernel and its baseline each timed as CUDA-graph replays of back-to-back
+# calls (timing.py), for kernels of a few microseconds, whose time one launch at a time would be mostly launch
+# overhead. A target of None: a row shown for comparison, judged against no target (met is None).
 TARGETS = [
     *[("gemm", dt, p, "matmul", 1.00) for dt in ("float16", "bfloat16")
       for p in GEMM_SQUARES + GEMM_LLM + GEMM_SKINNY + GEMM_OFF_GRID],
-    *[("gemm_epilogue", "float16", p, b, t)
-      for p in (_gemm(4096, 4096, 4096), _gemm(8192, 8192, 8192), _gemm(4096, 14336, 4096), _gemm(8192, 1024, 8192))
-      for b, t in (("a @ b + bias", 1.20), ("linear", 1.00))],
+    *[("gemm_epilogue", "float16", p, b, t) for p in EPILOGUE_SHAPES
+      for b, t in (("torch: relu(a @ b + bias)", 1.20), ("linear", 1.00), ("torch.compile", None))],
     # memory-bound: 85 % of the copy bandwidth from rows of 1024 up, 1.3× torch everywhere
     *[("softmax", "float16", p, b, t) for p in SOFTMAX_ROWS
       for b, t in (("copy", 0.85), ("softmax", 1.30)) if not (b == "copy" and p["N"] < 1024)],
@@ -95,22 +98,25 @@ def git_commit() -> str | None:
 
 
 def pick_baseline(kernel, fragment: str) -> str:
-    names = [n for n in kernel.baselines if fragment.lower() in n.lower()]
+    """The one name among the kernel's baselines, the benchmark's own included, that contains `fragment`."""
+    every = kernel.baseline_functions(bench=True)
+    names = [n for n in every if fragment.lower() in n.lower()]
     if len(names) != 1:
-        raise KeyError(f"{kernel.name}: baseline fragment {fragment!r} matches {names} of {list(kernel.baselines)}")
+        raise KeyError(f"{kernel.name}: baseline fragment {fragment!r} matches {names} of {list(every)}")
     return names[0]
 
 
-def bench_row(m: Measurement, kernel: Kernel | None, dtype: str, problem: dict, fragment: str, target: float,
-              ceil: dict) -> dict:
+def bench_row(m: Measurement, kernel: Kernel | None, dtype: str, problem: dict, fragment: str,
+              target: float | None, ceil: dict) -> dict:
     """One target's row: the ratio against its baseline if the kernel was timed (so verified), else the error.
-    `kernel` is None when the kernel file did not load."""
+    `kernel` is None when the kernel file did not load. A row without a target is shown, never met nor missed."""
     baseline = ("device-to-device copy (same run)" if fragment == "copy" else
                 pick_baseline(kernel, fragment) if kernel is not None else fragment)
     row = {"dtype": dtype, "shape": problem_label(problem), "problem": problem, "config": m.config.tile or None,
            "picked_by": m.config.picked_by, "tuned_for": m.config.tuned_for, "verified": m.verified,
            "rel_error": m.rel_error, "median_ms": None, "p20_ms": None, "p80_ms": None, "tflops": None, "gbps": None,
-           "target": target, "baseline": baseline, "baseline_median_ms": None, "ratio": None, "met": False,
+           "target": target, "baseline": baseline, "baseline_median_ms": None, "ratio": None,
+           "met": False if target is not None else None,
            "error": m.error_text}
     if not m.timed:
         return row
@@ -123,7 +129,8 @@ def bench_row(m: Measurement, kernel: Kernel | None, dtype: str, problem: dict, 
     else:
         bt = m.times[row["baseline"]]["median_ms"]
         row.update(baseline_median_ms=bt, ratio=bt / kt["median_ms"])
-    row["met"] = bool(m.verified and row["ratio"] >= target)
+    if target is not None:
+        row["met"] = bool(m.verified and row["ratio"] >= target)
     return row
 
 
@@ -138,20 +145,30 @@ def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None,
     stamp = {"device": gpu["name"], "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
              "commit": commit or git_commit(), "clocks_mhz": gpu.get("clocks_mhz"), "driver": gpu.get("driver"),
              "torch": gpu.get("torch"), "copy_gbps": ceil["copy_gbps"]}
-    # One measurement per (kernel, dtype, problem, timing); several targets may share it.
-    groups: dict[tuple, list] = {}
-    for t in targets:
-        groups.setdefault((t[0], t[1], json.dumps(t[2], sort_keys=True), timing_of(t)), []).append(t[:5])
-    kernels, configs, failed = {}, {}, {}  # failed: a group's load or resolve error, which becomes its rows' error
+    kernels, load_errors = {}, {}
     for name in dict.fromkeys(t[0] for t in targets):
         try:
             kernels[name] = load(name)
         except StageError as err:
-            failed.update({key: err for key in groups if key[0] == name})
+            load_errors[name] = err
             continue
         for t in targets:  # a target naming no single baseline is a mistake in TARGETS: say so before measuring
             if t[0] == name and t[3] != "copy":
                 pick_baseline(kernels[name], t[3])
+
+    def bench_only(t) -> str | None:  # the BENCH_BASELINES name a target is judged against, if it is one
+        k = kernels.get(t[0])
+        name = pick_baseline(k, t[3]) if k is not None and t[3] != "copy" else None
+        return name if k is not None and name in k.bench_baselines else None
+
+    # One measurement per (kernel, dtype, problem, timing); several targets may share it. A benchmark-only baseline
+    # (torch.compile) is measured apart, so that where it does not run the other rows of its problem still do.
+    groups: dict[tuple, list] = {}
+    for t in targets:
+        key = (t[0], t[1], json.dumps(t[2], sort_keys=True), timing_of(t), bench_only(t))
+        groups.setdefault(key, []).append(t[:5])
+    configs = {}
+    failed = {key: load_errors[key[0]] for key in groups if key[0] in load_errors}  # becomes its rows' error
     for key in groups:
         if key[0] in kernels:
             try:
@@ -165,18 +182,22 @@ def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None,
     rows = []
     for key, group in groups.items():
         k = kernels.get(key[0])
-        own = dataclasses.replace(options, graph=True) if key[3] == "graph" else None
+        own = dataclasses.replace(options, graph=key[3] == "graph")
+        if key[4]:  # the kernel and that one baseline only
+            own = dataclasses.replace(own, baselines=(key[4],), bench_baselines=True)
         m = (Measurement(Config(json.loads(key[2]), key[1], {}), error=failed[key]) if key in failed else
              measurer.measure(k, configs[key], options=own))
         for name, dtype, problem, fragment, target in group:
             row = {"kernel": name, **bench_row(m, k, dtype, problem, fragment, target, ceil), "timing": key[3],
                    **stamp}
             rows.append(row)
+            verdict, judged = ("SHOW", "no target") if target is None else (
+                "MET " if row["met"] else "MISS", f"target {target:.2f}")
             if row["error"]:
                 log(f"FAIL {name:15} {dtype:8} {row['shape']:24} vs {row['baseline'][:34]:34} {row['error']}")
             else:
-                log(f"{'MET ' if row['met'] else 'MISS'} {name:15} {dtype:8} {row['shape']:24} "
-                    f"vs {row['baseline'][:34]:34} ratio {row['ratio']:.3f} (target {target:.2f})  "
+                log(f"{verdict} {name:15} {dtype:8} {row['shape']:24} "
+                    f"vs {row['baseline'][:34]:34} ratio {row['ratio']:.3f} ({judged})  "
                     f"{row['median_ms']:.4f} ms  {row['tflops']:6.1f} TFLOP/s {row['gbps']:6.0f} GB/s  "
                     f"(config: {row['picked_by']})")
     return rows
@@ -194,8 +215,11 @@ def chart(rows: list[dict], path: Path) -> bool:
     labels = [f"{r['kernel']} {short.get(r['dtype'], r['dtype'])} {r['shape']}\nvs {r['baseline'][:28]}" for r in rows]
     fig, ax = plt.subplots(figsize=(12, 0.42 * len(rows) + 1.5))
     y = range(len(rows))
-    ax.barh(y, [r["ratio"] or 0 for r in rows], color=["#2e7d32" if r["met"] else "#c62828" for r in rows])
-    ax.scatter([r["target"] for r in rows], y, marker="|", s=300, color="black", label="target", zorder=3)
+    colors = ["#9e9e9e" if r["met"] is None else "#2e7d32" if r["met"] else "#c62828" for r in rows]
+    ax.barh(y, [r["ratio"] or 0 for r in rows], color=colors)  # grey: shown for comparison, no target
+    judged = [(i, r["target"]) for i, r in zip(y, rows) if r["target"] is not None]
+    ax.scatter([t for _, t in judged], [i for i, _ in judged], marker="|", s=300, color="black", label="target",
+               zorder=3)
     ax.set_yticks(list(y), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("ratio (baseline time ÷ kernel time, or achieved ÷ copy bandwidth)")
@@ -225,8 +249,17 @@ def main(args: argparse.Namespace) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=1) + "\n")
     chart(rows, args.chart or args.out.with_suffix(".png"))
-    met = sum(r["met"] for r in rows)
-    failed = sum(bool(r["error"]) for r in rows)
-    print(f"{met}/{len(rows)} targets met" + (f", {failed} failed (see their error)" if failed else "")
-          + f"; results in {args.out}")
+    text, failed = summary(rows)
+    print(f"{text}; results in {args.out}")
     return 1 if failed else 0
+
+
+def summary(rows: list[dict]) -> tuple[str, int]:
+    """"56/107 targets met, ..." and how many judged rows failed. A comparison row (no target) that failed, such
+    as torch.compile where Triton cannot build, is told but fails no run."""
+    judged = [r for r in rows if r["target"] is not None]
+    met = sum(bool(r["met"]) for r in judged)
+    failed = sum(bool(r["error"]) for r in judged)
+    shown_failed = sum(bool(r["error"]) for r in rows if r["target"] is None)
+    return (f"{met}/{len(judged)} targets met" + (f", {failed} failed (see their error)" if failed else "")
+            + (f"; {shown_failed} comparison rows failed" if shown_failed else "")), failed

@@ -149,6 +149,16 @@ class Kernel:
     def baselines(self) -> dict[str, Callable]:
         return dict(self.module.BASELINES)
 
+    @property
+    def bench_baselines(self) -> dict[str, Callable]:
+        """Baselines only the benchmark times (BENCH_BASELINES): too slow to set up for every run, such as a
+        torch.compile that compiles for tens of seconds the first time it meets a shape."""
+        return dict(getattr(self.module, "BENCH_BASELINES", {}))
+
+    def baseline_functions(self, bench: bool = False) -> dict[str, Callable]:
+        """{name: function}: the BASELINES, with the BENCH_BASELINES too when `bench`."""
+        return {**self.baselines, **(self.bench_baselines if bench else {})}
+
     @cached_property
     def factory_defaults(self) -> dict[str, Any]:
         return {n: p.default for n, p in inspect.signature(self.factory).parameters.items()

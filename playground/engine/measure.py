@@ -105,6 +105,7 @@ class MeasureOptions:
     arch: str                              # the compile target, e.g. sm_90a
     seed: int                              # of the random inputs; a plan draws a fresh one (new_seed) per call
     baselines: bool | tuple[str, ...] = True  # time these of the kernel's BASELINES beside it (True: all of them)
+    bench_baselines: bool = False          # may `baselines` name the kernel's BENCH_BASELINES (the benchmark's)
     check_shapes: bool = True              # verify on the kernel's CHECK_SHAPES too, not only the config's problem
     budget_ms: float = 2000.0              # timing budget for the kernel and its baselines together
     graph: bool = False                    # time CUDA-graph replays (for kernels of a few microseconds)
@@ -202,10 +203,20 @@ class Runner:
         return {"shape": self.config.problem, "label": problem_label(self.config.problem), **worst,
                 "outputs": verdicts if len(verdicts) > 1 else None}
 
-    def baselines(self, which: bool | tuple[str, ...] = True) -> dict[str, Callable[[], object]]:
-        names = [n for n in self.kernel.baselines if which is True or (which and n in which)]
-        return {name: (lambda fn=self.kernel.baselines[name]: call_with(fn, *self.inputs, **self.params))
-                for name in names}
+    def baselines(self, which: bool | tuple[str, ...] = True,
+                  bench: bool = False) -> dict[str, Callable[[], object]]:
+        """The baselines to time, each a call on this runner's inputs: `which` of the kernel's BASELINES (True:
+        all), or of its BENCH_BASELINES too when `bench`, where they must be named."""
+        functions = self.kernel.baseline_functions(bench)
+        return {name: (lambda fn=functions[name]: call_with(fn, *self.inputs, **self.params))
+                for name in baseline_names(self.kernel, which, bench)}
+
+
+def baseline_names(kernel: Kernel, which: bool | tuple[str, ...], bench: bool = False) -> list[str]:
+    """The names MeasureOptions' `baselines` (and `bench_baselines`) pick: True, every one of the kernel's
+    BASELINES; a tuple, those it names, of its BENCH_BASELINES too when `bench`."""
+    return [n for n in kernel.baseline_functions(bench)
+            if (which is True and n in kernel.baselines) or (isinstance(which, tuple) and n in which)]
 
 
 def compile_stage(kernel: Kernel, config: Config, options: MeasureOptions,
@@ -246,8 +257,8 @@ def verification_failure(verification: list[dict]) -> StageError:
 def time_stage(kernel: Kernel, config: Config, options: MeasureOptions, jit, timer) -> dict[str, dict]:
     """The kernel and the chosen baselines, timed together, interleaved, on fresh inputs and outputs."""
     runner = Runner(kernel, config, jit, options.seed)
-    return timer.time({"kernel": runner, **runner.baselines(options.baselines)}, budget_ms=options.budget_ms,
-                      graph=options.graph)
+    return timer.time({"kernel": runner, **runner.baselines(options.baselines, options.bench_baselines)},
+                      budget_ms=options.budget_ms, graph=options.graph)
 
 
 def measure(kernel: Kernel, config: Config, options: MeasureOptions, timer, compile_error: StageError | None = None,

@@ -42,6 +42,10 @@ class Timer:
         self.flush_buffer.zero_()
 
     def _estimate_ms(self, fn: Callable[[], object]) -> float:
+        # A first call, untimed: it may load a module, create a cuBLAS handle or (torch.compile) compile for tens of
+        # seconds, which would make the estimate, hence the number of samples, nonsense.
+        fn()
+        torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(3):
