@@ -554,3 +554,15 @@ def test_a_kernels_cache_key_covers_the_shipped_modules_it_imports(tmp_path, mon
     (copy / "flash_attention_hopper.py").write_text((copy / "flash_attention_hopper.py").read_text() + "\n# edit\n")
     monkeypatch.setattr(catalogue, "KERNELS_DIR", copy)
     assert kernel.fingerprint != before
+
+
+def test_a_config_listed_twice_for_a_parallel_compile_is_compiled_once():
+    # The benchmark lists a problem once per way it is measured (events and CUDA graphs, a torch.compile row):
+    # each distinct config costs one compile, and every listed one gets its answer.
+    from playground.engine.parallel_compile import compile_all
+    k = catalogue.load("vector_add")
+    small, large = k.resolve({"N": 4096}), k.resolve({"N": 8192})
+    counted = []
+    results = compile_all(k, [small, large, small], "sm_90a", workers=1, on_done=lambda i, n: counted.append((i, n)))
+    assert results == [None, None, None]
+    assert counted == [(1, 2), (2, 2)], "two distinct configs, two compiles"

@@ -8,6 +8,7 @@ cache in milliseconds. The edited source is written to the same content-addresse
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
 import os
 import sys
@@ -60,24 +61,27 @@ def default_workers() -> int:
 
 def compile_all(kernel: Kernel, configs: list[Config], arch: str | None = None, workers: int | None = None,
                 on_done: Callable[[int, int], None] | None = None) -> list[dict | None]:
-    """Compile `configs` in parallel into TileLang's cache; returns, per config, None or the error's JSON."""
+    """Compile `configs` in parallel into TileLang's cache; returns, per config, None or the error's JSON. A config
+    listed twice (the benchmark measures some problems twice) is compiled once."""
     arch = resolve_arch(arch)
-    if not configs:
+    keys = [json.dumps(c.to_json(), sort_keys=True) for c in configs]
+    distinct = list(dict.fromkeys(keys))
+    if not distinct:
         return []
-    workers = min(workers or default_workers(), len(configs))
+    workers = min(workers or default_workers(), len(distinct))
+    done: dict[str, dict | None] = {}
     if workers <= 1:
-        results = []
-        for i, c in enumerate(configs):
-            results.append(_compile_one(kernel.name, str(kernel.path), c.to_json(), arch))
+        for i, key in enumerate(distinct):
+            done[key] = _compile_one(kernel.name, str(kernel.path), json.loads(key), arch)
             if on_done:
-                on_done(i + 1, len(configs))
-        return results
+                on_done(i + 1, len(distinct))
+        return [done[k] for k in keys]
     ctx = multiprocessing.get_context("spawn")  # fork after TileLang or CUDA initialised is unsafe
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = [pool.submit(_compile_one, kernel.name, str(kernel.path), c.to_json(), arch) for c in configs]
-        results = []
-        for i, f in enumerate(futures):
-            results.append(f.result())
+        futures = {key: pool.submit(_compile_one, kernel.name, str(kernel.path), json.loads(key), arch)
+                   for key in distinct}
+        for i, (key, f) in enumerate(futures.items()):
+            done[key] = f.result()
             if on_done:
-                on_done(i + 1, len(configs))
-        return results
+                on_done(i + 1, len(distinct))
+    return [done[k] for k in keys]
