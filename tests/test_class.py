@@ -200,6 +200,55 @@ def test_guessing_the_teacher_password_stops_after_a_few_tries_for_that_student_
     assert room.all_submissions("teacher", "")["ok"]  # nor the teacher, logged in
 
 
+# -- logins behind one address (a school's NAT or proxy) ---------------------------------------------------------------
+def test_one_students_failed_logins_do_not_lock_out_classmates_behind_the_same_address():
+    from playground.ui.server import LoginThrottle as T
+    throttle = T(clock=lambda: 1000.0)
+    for _ in range(T.LIMIT):
+        throttle.admit("10.1.2.3", "Ada")
+    assert throttle.admit("10.1.2.3", "Ada")[1] is not None, "Ada, past her limit, waits"
+    delay, retry_after, _, _ = throttle.admit("10.1.2.3", "Grace")
+    assert (delay, retry_after) == (0.0, None), "Grace, behind the same address, logs in at once"
+
+
+def test_a_guesser_rotating_names_from_one_address_meets_the_address_ceiling():
+    from playground.ui.server import LoginThrottle as T
+    throttle = T(clock=lambda: 1000.0)
+    assert T.ADDRESS_LIMIT >= 4 * T.LIMIT, "the ceiling leaves room for a class's typos"
+    answers = [throttle.admit("10.1.2.3", f"name-{i}") for i in range(T.ADDRESS_LIMIT)]
+    assert all(a[1] is None for a in answers), "no name of them is past its own limit"
+    refused = throttle.admit("10.1.2.3", "yet-another-name")
+    assert refused[1] is not None and refused[3] == "address"
+    assert throttle.admit("10.9.9.9", "yet-another-name")[1] is None, "another address is not held back"
+
+
+def test_over_http_a_name_past_its_limit_is_refused_while_a_classmate_logs_in():
+    """Through Gradio's POST /login: the throttle reads the name from the form (multipart, as the login page sends
+    it, or URL-encoded) and hands the form on to the login unchanged."""
+    import gradio as gr
+    import httpx
+    from playground.ui.server import LoginThrottle, throttle_logins
+
+    class Quick(LoginThrottle):
+        FREE, LIMIT, ADDRESS_LIMIT = 3, 3, 100
+    with gr.Blocks() as demo:
+        gr.Markdown("class")
+    app, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), auth=lambda u, p: p == CLASS_PW,
+                              prevent_thread_lock=True, quiet=True)
+    throttle_logins(app, Quick())
+    try:
+        login = url.rstrip("/") + "/login"
+        for i in range(Quick.LIMIT):
+            wrong = httpx.post(login, files={"username": (None, "Ada"), "password": (None, f"typo-{i}")}, timeout=30)
+            assert wrong.status_code == 400, wrong.text
+        ada = httpx.post(login, data={"username": "Ada", "password": CLASS_PW}, timeout=30)
+        assert ada.status_code == 429 and "for this name" in ada.json()["detail"]
+        grace = httpx.post(login, data={"username": "Grace", "password": CLASS_PW}, timeout=30)
+        assert grace.status_code == 200, grace.text
+    finally:
+        demo.close()
+
+
 @pytest.fixture(scope="module")
 def class_server(tmp_path_factory):
     """The class's endpoints in Gradio's server, behind the class's login."""

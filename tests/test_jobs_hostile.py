@@ -342,22 +342,23 @@ def test_a_flood_on_the_answer_pipe_stops_the_job_and_the_server_holds_no_more_t
 
 
 # -- logins (threat model: "logins are not throttled") ---------------------------------------------------------------
-def test_failed_logins_wait_longer_each_time_then_are_refused_per_address_and_age_out():
+def test_failed_logins_wait_longer_each_time_then_are_refused_per_name_and_age_out():
     from playground.ui.server import LoginThrottle as T
     now = [1000.0]
     throttle = T(clock=lambda: now[0])
-    answers = [throttle.admit("203.0.113.7") for _ in range(T.LIMIT)]
+    answers = [throttle.admit("203.0.113.7", "eve") for _ in range(T.LIMIT)]
     delays = [a[0] for a in answers]
     assert delays[:T.FREE] == [0.0] * T.FREE and all(a[1] is None for a in answers)
     assert delays[T.FREE:] == sorted(delays[T.FREE:]) and delays[T.FREE] > 0 and max(delays) == T.MAX_DELAY
-    refused = throttle.admit("203.0.113.7")
-    assert refused[1] is not None and refused[1] > 0, "past the limit the address is refused"
-    assert throttle.admit("198.51.100.1")[:2] == (0.0, None), "another address is not held back"
+    refused = throttle.admit("203.0.113.7", " EVE ")  # the name as the login reads it
+    assert refused[1] is not None and refused[1] > 0 and refused[3] == "name", "past the limit the name is refused"
+    assert throttle.admit("198.51.100.1", "eve")[:2] == (0.0, None), "another address is not held back"
     now[0] += T.WINDOW + 1
-    assert throttle.admit("203.0.113.7")[:2] == (0.0, None), "the failures age out"
-    delay, _, stamp = throttle.admit("198.51.100.9")
-    throttle.succeeded("198.51.100.9", stamp)
-    assert not throttle.failures["198.51.100.9"], "a success is not counted as a failure"
+    assert throttle.admit("203.0.113.7", "eve")[:2] == (0.0, None), "the failures age out"
+    delay, _, stamp, _ = throttle.admit("198.51.100.9", "ada")
+    throttle.succeeded("198.51.100.9", "ada", stamp)
+    assert not throttle.failures["198.51.100.9", "ada"] and not throttle.by_address["198.51.100.9"], \
+        "a success is not counted as a failure"
 
 
 @pytest.fixture

@@ -35,66 +35,129 @@ def checker(password: str):
 
 
 class LoginThrottle:
-    """Failed logins slowed down per client address, in front of Gradio's POST /login.
+    """Failed logins slowed down per (client address, user name), under a larger ceiling per address, in front of
+    Gradio's POST /login.
 
-    The first FREE failures of an address in WINDOW seconds answer at once; each later one waits DELAY * 2**k seconds
-    (at most MAX_DELAY) before the password is even looked at; past LIMIT failures the address is answered 429 with
-    Retry-After until its oldest failure is WINDOW seconds old. An attempt counts as a failure from the moment it
-    arrives (so 50 guesses sent at once are counted as 50) and is forgotten if it succeeds. The numbers leave room for
-    a classroom behind one NAT address: 30 students each mistyping once stay under LIMIT, and a success from one of
-    them never clears the count an attacker beside them has run up. Passwords are compared in constant time (checker
-    below, classroom.py)."""
+    Why both counts: a class often reaches the server from one address (a school's NAT or proxy). Counted per address
+    alone, one student mistyping a password LIMIT times locked every classmate out for up to WINDOW seconds. Counted
+    per name alone, a guesser would get a fresh allowance with each new name (the class password takes any name).
+    So each name from an address gets the small allowance below, and the address as a whole ADDRESS_LIMIT failures:
+    a class fumbling a new password (40 students failing 5 times each) stays under it, a guesser cycling names from
+    one address meets it (and then the class behind that address waits too: the price of stopping them).
 
-    FREE, DELAY, MAX_DELAY, LIMIT, WINDOW = 5, 0.25, 8.0, 40, 600.0
+    Per (address, name), the first FREE failures in WINDOW seconds answer at once; each later one waits
+    DELAY * 2**k seconds (at most MAX_DELAY) before the password is even looked at; past LIMIT failures that name is
+    answered 429 with Retry-After until its oldest failure is WINDOW seconds old, and so is every name from an
+    address past ADDRESS_LIMIT. An attempt counts as a failure from the moment it arrives (so 50 guesses sent at once
+    are counted as 50) and is forgotten if it succeeds; a success never clears the failures of another name. Names
+    are compared as the login compares them, white space folded, and without case (the teacher logs in as 'teacher'
+    in any case: a name's case is not a fresh allowance). Passwords are compared in constant time (checker below,
+    classroom.py)."""
+
+    FREE, DELAY, MAX_DELAY, LIMIT, ADDRESS_LIMIT, WINDOW = 5, 0.25, 8.0, 40, 200, 600.0
+    BODY_LIMIT = 64 * 1024  # bytes of a login form: a name and a password
 
     def __init__(self, clock=time.monotonic):
         self.clock = clock
-        self.failures: dict[str, collections.deque] = {}
+        self.failures: dict[tuple[str, str], collections.deque] = {}  # (address, name) → failure times
+        self.by_address: dict[str, collections.deque] = {}
         self.lock = threading.Lock()
 
-    def admit(self, address: str) -> tuple[float, float | None, float]:
-        """(seconds to wait before checking, seconds until allowed again or None, this attempt's stamp)."""
+    @staticmethod
+    def key(name) -> str:
+        return classroom.user_name(name)[:classroom.NAME_LIMIT + 1].casefold()
+
+    def _recent(self, table: dict, key, now: float) -> collections.deque:
+        recent = table.setdefault(key, collections.deque())
+        while recent and now - recent[0] > self.WINDOW:
+            recent.popleft()
+        return recent
+
+    def admit(self, address: str, name: str = "") -> tuple[float, float | None, float, str]:
+        """(seconds to wait before checking, seconds until allowed again or None, this attempt's stamp, whose
+        failures refused it: "name" or "address", "" when admitted)."""
         now = self.clock()
         with self.lock:
-            recent = self.failures.setdefault(address, collections.deque())
-            while recent and now - recent[0] > self.WINDOW:
-                recent.popleft()
-            if len(recent) >= self.LIMIT:
-                return 0.0, recent[0] + self.WINDOW - now, now
-            n = len(recent)
-            recent.append(now)
-            if len(self.failures) > 10000:  # forget addresses whose failures have all aged out
-                self.failures = {a: q for a, q in self.failures.items() if q and now - q[-1] <= self.WINDOW}
-        return (0.0 if n < self.FREE else min(self.MAX_DELAY, self.DELAY * 2 ** (n - self.FREE))), None, now
+            mine = self._recent(self.failures, (address, self.key(name)), now)
+            everyone = self._recent(self.by_address, address, now)
+            if len(mine) >= self.LIMIT:
+                return 0.0, mine[0] + self.WINDOW - now, now, "name"
+            if len(everyone) >= self.ADDRESS_LIMIT:
+                return 0.0, everyone[0] + self.WINDOW - now, now, "address"
+            n = len(mine)
+            mine.append(now)
+            everyone.append(now)
+            if len(self.failures) > 10000:  # forget the names and addresses whose failures have all aged out
+                self.failures = {k: q for k, q in self.failures.items() if q and now - q[-1] <= self.WINDOW}
+                self.by_address = {k: q for k, q in self.by_address.items() if q and now - q[-1] <= self.WINDOW}
+        return (0.0 if n < self.FREE else min(self.MAX_DELAY, self.DELAY * 2 ** (n - self.FREE))), None, now, ""
 
-    def succeeded(self, address: str, stamp: float) -> None:
+    def succeeded(self, address: str, name: str, stamp: float) -> None:
         with self.lock:
-            recent = self.failures.get(address)
-            if recent and stamp in recent:
-                recent.remove(stamp)
+            for recent in (self.failures.get((address, self.key(name))), self.by_address.get(address)):
+                if recent and stamp in recent:
+                    recent.remove(stamp)
+
+    @staticmethod
+    async def login_name(scope, body: bytes) -> str:
+        """The user name in a login form's `body` (URL-encoded, or multipart as the login page sends it); "" if it
+        has none or does not parse."""
+        async def receive():
+            return {"type": "http.request", "body": body, "more_body": False}
+        form = None
+        try:
+            form = await Request(scope, receive).form()
+            name = form.get("username")
+            return name if isinstance(name, str) else ""
+        except Exception:  # a form Gradio will refuse on its own: counted under no name
+            return ""
+        finally:
+            if form is not None:
+                await form.close()
 
     def wrap(self, inner):
         """An ASGI app: `inner` (the login route) behind the throttle."""
         async def guarded(scope, receive, send):
             address = (scope.get("client") or ("unknown",))[0]
-            delay, retry_after, stamp = self.admit(address)
+            chunks, size, more = [], 0, True
+            while more:  # the form is read here, for its name, and handed on to the login as it came
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                chunks.append(message.get("body", b""))
+                size += len(chunks[-1])
+                more = message.get("more_body", False)
+                if size > self.BODY_LIMIT:
+                    await JSONResponse({"detail": "a login form is a name and a password"},
+                                       status_code=413)(scope, receive, send)
+                    return
+            body = b"".join(chunks)
+            name = await self.login_name(scope, body)
+            delay, retry_after, stamp, whose = self.admit(address, name)
             if retry_after is not None:
                 wait = max(1, math.ceil(retry_after))
-                response = JSONResponse({"detail": f"too many failed logins from this address: try again in {wait} s"},
+                who = "for this name" if whose == "name" else "from this address"
+                response = JSONResponse({"detail": f"too many failed logins {who}: try again in {wait} s"},
                                         status_code=429, headers={"Retry-After": str(wait)})
                 await response(scope, receive, send)
                 return
             if delay:
                 await asyncio.sleep(delay)
-            status = {}
+            status, replayed = {}, []
+
+            async def replay():
+                if not replayed:
+                    replayed.append(True)
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
 
             async def watch(message):
                 if message["type"] == "http.response.start":
                     status["code"] = message["status"]
                 await send(message)
-            await inner(scope, receive, watch)
+            await inner(scope, replay, watch)
             if status.get("code") == 200:
-                self.succeeded(address, stamp)
+                self.succeeded(address, name, stamp)
         return guarded
 
 
