@@ -55,6 +55,40 @@ def test_a_share_round_trips_exactly_and_survives_a_restart(tmp_path):
     assert opened["summary"] == {"median_ms": 0.5}
 
 
+def test_new_share_links_are_limited_per_user_and_sharing_the_same_content_again_is_free(tmp_path):
+    room = room_for(tmp_path)
+    room.SHARES = 3
+    made = [room.share("gemm", f"# edit {i}\n", {}, None, who="user:Ada") for i in range(room.SHARES)]
+    assert all(m["ok"] for m in made)
+    refused = room.share("gemm", "# one more\n", {}, None, who="user:Ada")
+    assert not refused["ok"] and refused["error"]["stage"] == "busy"
+    assert "share links" in refused["error"]["message"] and "try again in" in refused["error"]["message"]
+    assert room.store.share_id_of("gemm", "# one more\n", {}) is None, "nothing was stored"
+    again = room.share("gemm", "# edit 0\n", {}, None, who="user:Ada")  # the same content: its link, not a new one
+    assert again["ok"] and again["id"] == made[0]["id"]
+    assert room.share("gemm", "# one more\n", {}, None, who="user:Grace")["ok"], "another user has their own count"
+
+
+def test_the_share_endpoint_counts_against_the_logged_in_name_else_the_address(tmp_path):
+    import gradio as gr
+    from starlette.requests import Request
+    room = cls.install(room_for(tmp_path))
+    room.SHARES = 1
+
+    def request(address, username=None):
+        scope = {"type": "http", "client": (address, 40000), "headers": [], "method": "POST", "path": "/",
+                 "query_string": b""}
+        return gr.Request(request=Request(scope), username=username)
+    try:
+        assert cls.share("gemm", "# a\n", {}, None, request("10.0.0.1", "Ada"))["ok"]
+        assert not cls.share("gemm", "# b\n", {}, None, request("10.0.0.2", "Ada"))["ok"], "Ada, from anywhere"
+        assert cls.share("gemm", "# b\n", {}, None, request("10.0.0.1", "Grace"))["ok"], "not her classmate"
+        assert cls.share("gemm", "# c\n", {}, None, request("10.0.0.3"))["ok"]
+        assert not cls.share("gemm", "# d\n", {}, None, request("10.0.0.3"))["ok"], "no login: the address"
+    finally:
+        cls.install(None)
+
+
 def test_a_share_links_result_reads_as_a_sentence_and_junk_figures_are_left_out():
     run = {"action": "run", "ok": True, "passed": True, "median_ms": 0.0701, "tflops": None, "gbps": 3812.4,
            "registers": 40, "label": "softmax", "error": ""}

@@ -35,6 +35,15 @@ def test_data_survive_a_restart(tmp_path):
     assert again.db.conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == len(migrations())
 
 
+def test_share_id_of_finds_only_the_same_content_and_stores_nothing(tmp_path):
+    store = Store(tmp_path)
+    share = store.put_share("gemm", "print('edited')\n", {"block_M": 64}, {"median_ms": 0.5})
+    assert store.share_id_of("gemm", "print('edited')\n", {"block_M": 64}, {"median_ms": 0.5}) == share
+    assert store.share_id_of("gemm", "print('edited')\n", {"block_M": 64}) is None  # another result line
+    assert store.share_id_of("gemm", "print('other')\n", {"block_M": 64}) is None
+    assert store.db.conn.execute("SELECT count(*) FROM shares").fetchone()[0] == 1
+
+
 def test_migrations_run_once_and_a_newer_database_is_refused(tmp_path):
     Database(tmp_path).migrate()
     db = Database(tmp_path)

@@ -5,6 +5,7 @@ Everything here is plain data in and out (dicts, str); nothing here runs or impo
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -107,15 +108,24 @@ class Store:
     # -- shares ---------------------------------------------------------------------------------------------------
     def put_share(self, kernel: str, source: str, params: dict | None, summary: dict | None = None) -> str:
         """Store a share (once: the id is the content's address) and return its id."""
+        return self._share(kernel, source, params, summary, store=True)
+
+    def share_id_of(self, kernel: str, source: str, params: dict | None, summary: dict | None = None) -> str | None:
+        """The id of a share already stored with exactly this content, else None (nothing is stored)."""
+        return self._share(kernel, source, params, summary, store=False)
+
+    def _share(self, kernel, source, params, summary, store: bool) -> str | None:
         kernel, source, params, summary = check_share(kernel, source, params, summary)
         digest = share_digest(kernel, source, params, summary)
         params_json, summary_json = _canonical(params), None if summary is None else _canonical(summary)
         for length in range(SHARE_ID_LENGTH, len(digest) + 1, 4):
             share_id = digest[:length]
-            with self.db.transaction() as conn:
+            with self.db.transaction() if store else contextlib.nullcontext(self.db.conn) as conn:  # (a look: no lock)
                 row = conn.execute("SELECT kernel, source, params, summary FROM shares WHERE id = ?",
                                    (share_id,)).fetchone()
                 if row is None:
+                    if not store:
+                        return None
                     conn.execute("INSERT INTO shares (id, kernel, source, params, summary, created_at) "
                                  "VALUES (?, ?, ?, ?, ?, ?)",
                                  (share_id, kernel, source, params_json, summary_json, time.time()))

@@ -1,6 +1,7 @@
 """A class on one server: share links, exercises with hidden tests, submissions, leaderboards, the teacher's view.
 
-    /share (kernel, source, params[, summary]) → {"ok", "id", "url"}      content-addressed, immutable, kept in SQLite
+    /share (kernel, source, params[, summary]) → {"ok", "id", "url"}      content-addressed, immutable, kept in SQLite;
+                                                                        a few dozen new links a user in 10 minutes
     /open_share (id) → {"ok", "kernel", "source", "params", "summary"}
     /exercises () → [{"name", "title", "statement", "starter", "visible", "timed", "target_ms", ...}]
     /submit (exercise, source, params) → {"ok", "median_ms", "speedup", "rank", ...} or {"ok": false, "error"}
@@ -182,6 +183,8 @@ class Classroom:
         self._submitting_lock = threading.Lock()
         self._teacher_misses: dict[str, list[float]] = {}  # who gave a wrong teacher password, when
         self._teacher_misses_lock = threading.Lock()
+        self._shares: dict[str, list[float]] = {}  # who made new share links, when
+        self._shares_lock = threading.Lock()
         self.on_roster: list = []  # called after a roster import (serve(): end the sessions of names not on it)
 
     @property
@@ -207,21 +210,46 @@ class Classroom:
         return load_exercises(self.exercises_dir)  # read each time: a teacher adds a folder without a restart
 
     # -- share links ------------------------------------------------------------------------------------------------
+    SHARES, SHARE_WINDOW = 30, 600.0  # new share links one user (a login, else an address) may make in the window
+
     def share(self, kernel: str, source: str, params: dict | None, summary: dict | None = None,
-              base_url: str = "") -> dict:
+              base_url: str = "", who: str = "anon") -> dict:
+        """A share link for the content; `who` (gateway.student_of) is held to SHARES new links a window. Shares
+        are kept for good, so a script looping over /share would fill the server's disk: a link whose content is
+        stored already adds nothing and does not count."""
         from . import gateway
         from .own_kernel import OWN
         known = [*gateway.kernel_names(), OWN]
         if kernel not in known:  # a link would open another kernel than it names
             return error("parameters", f"no kernel named {str(kernel)[:64]!r} to share; one of {', '.join(known)}")
         try:
-            share_id = self.store.put_share(kernel, source or "", params or {}, summary)
+            share_id = self.store.share_id_of(kernel, source or "", params or {}, summary)
+            if share_id is None:
+                if (refused := self._count_share(who)) is not None:
+                    return refused
+                share_id = self.store.put_share(kernel, source or "", params or {}, summary)
         except ShareError as exc:
             return error("parameters", str(exc))
         except StoreError as exc:
             log.exception("share failed")
             return error("internal", f"the share could not be stored: {exc}")
         return {"ok": True, "id": share_id, "url": f"{base_url.rstrip('/')}/?s={share_id}"}
+
+    def _count_share(self, who: str) -> dict | None:
+        """Count a new share of `who`, or the refusal when they have made SHARES in the window."""
+        now = time.monotonic()
+        with self._shares_lock:
+            made = [t for t in self._shares.get(who, []) if now - t < self.SHARE_WINDOW]
+            if len(made) >= self.SHARES:
+                self._shares[who] = made
+                wait = max(1, math.ceil(made[0] + self.SHARE_WINDOW - now))
+                return error("busy", f"{len(made)} new share links in {self.SHARE_WINDOW / 60:g} minutes is the most "
+                                     f"one person may make: try again in {wait} s (a link to the same code and "
+                                     "result as before needs no new one)")
+            self._shares[who] = made + [now]
+            if len(self._shares) > 10000:  # forget those whose shares have all aged out
+                self._shares = {k: v for k, v in self._shares.items() if v and now - v[-1] < self.SHARE_WINDOW}
+        return None
 
     def open_share(self, share_id: str) -> dict:
         found = self.store.get_share(share_id)
@@ -599,7 +627,8 @@ def share(kernel: str, source: str = "", params: dict | None = None, summary: di
           request: gr.Request = None) -> dict:
     """Store the kernel, its edited source and parameters (and a result summary) under a short immutable id;
     {"ok", "id", "url"} where url opens the page with all of it restored (/?s=ID)."""
-    return classroom().share(kernel, source, params, summary, base_url_of(request))
+    from .gateway import student_of
+    return classroom().share(kernel, source, params, summary, base_url_of(request), who=student_of(request))
 
 
 def open_share(share_id: str, request: gr.Request = None) -> dict:
