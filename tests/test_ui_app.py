@@ -194,3 +194,32 @@ def test_a_kernel_switch_is_one_event_that_reads_none_of_the_previous_kernels_co
     assert all(s.allow_custom_value for s in page.p_slots + page.t_slots)  # no stale value can fail a check
     outputs = {c._id for c in switches[0].outputs}
     assert {s._id for s in page.p_slots + page.t_slots} <= outputs and page.params_note._id in outputs
+
+
+@pytest.mark.parametrize("header, user, shown", [
+    (None, "Ada", False),           # a student, logged in through the page's own login
+    (None, "teacher", True),        # the teacher, logged in
+    (None, None, True),             # no login: whoever is the teacher types the password there
+    ("X-Forwarded-User", "Ada", True),  # behind a proxy a name never makes the teacher: the password does
+])
+def test_the_teacher_section_shows_only_where_the_teacher_may_be_looking(tmp_path, header, user, shown):
+    import gradio as gr
+    from starlette.requests import Request
+    from playground.settings import Settings
+    from playground.ui import classroom
+    from playground.ui.layout import Page
+    classroom.install(classroom.Classroom(Settings(data_dir=tmp_path, teacher_password="teacher-pw",
+                                                   user_header=header)))
+    try:
+        page = Page()
+        demo = page.build()
+        assert page.teacher.visible is False, "hidden until the page knows who looks"
+        on_load = [f for f in demo.fns.values() if any(event == "load" for _, event in f.targets)
+                   and page.teacher in f.outputs]
+        assert len(on_load) == 1
+        scope = {"type": "http", "client": ("10.0.0.1", 40000), "headers": [], "method": "GET", "path": "/",
+                 "query_string": b""}
+        update = on_load[0].fn(gr.Request(request=Request(scope), username=user))
+        assert update.get("visible") is shown
+    finally:
+        classroom.install(None)

@@ -479,6 +479,15 @@ class Classroom:
             return True  # logged in as the teacher (the login checked the password)
         return bool(teacher_password) and hmac.compare_digest(str(teacher_password).encode(), teacher.encode())
 
+    def shows_teacher_view(self, username: str | None) -> bool:
+        """Is the page's Teacher section for this user? Not for a student logged in under their own name (its
+        actions refuse them); yes for the teacher, and wherever the teacher might be anyone: no login (the teacher
+        types the password there), or a proxy's user header (a header never makes the teacher: the password does)."""
+        if not self.settings.teacher_password:
+            return False
+        name = user_name(username)
+        return not name or bool(self.settings.user_header) or name.lower() == TEACHER
+
     # -- the teacher's view ---------------------------------------------------------------------------------------------
     TEACHER_TRIES, TEACHER_WINDOW = 5, 600.0  # wrong teacher passwords a student may give in the window
 
@@ -824,7 +833,8 @@ def build_class(page) -> None:
     if not classroom().settings.teacher_password:
         page.teacher = None
         return
-    with gr.Accordion("Teacher", open=False, elem_id="pg-teacher") as page.teacher:
+    # Hidden until the page knows who looks at it (wire: shows_teacher_view, on load): a student never sees it.
+    with gr.Accordion("Teacher", open=False, visible=False, elem_id="pg-teacher") as page.teacher:
         with gr.Row():
             page.teacher_pw = gr.Textbox("", label="Teacher password (not needed when logged in as teacher)",
                                          type="password", scale=2)
@@ -940,6 +950,10 @@ def wire(page, demo) -> None:
 
     if page.teacher is None:
         return
+
+    def teacher_view(request: gr.Request):
+        return gr.update(visible=classroom().shows_teacher_view(user_of(request)))
+    demo.load(teacher_view, None, page.teacher, **light)
 
     def teacher_list(pw, ex, request: gr.Request):
         answer = classroom().all_submissions(user_of(request), pw, ex)
