@@ -223,3 +223,13 @@ def test_the_teacher_section_shows_only_where_the_teacher_may_be_looking(tmp_pat
         assert update.get("visible") is shown
     finally:
         classroom.install(None)
+
+
+def test_the_board_button_with_no_exercise_picked_says_to_pick_one():
+    from playground.ui.layout import Page
+    page = Page()
+    demo = page.build()
+    on_board = [f for f in demo.fns.values() if any(target[0] == page.board_btn._id for target in f.targets)]
+    assert len(on_board) == 1 and page.board_note in on_board[0].outputs
+    frame, note = on_board[0].fn(None)
+    assert frame.empty and "Pick an exercise" in note

@@ -567,3 +567,16 @@ def test_a_draft_saved_before_auto_gives_its_untouched_tile_values_back_to_the_e
     assert restored["block_K"] == "32" and restored["M"] == "4096", "values set by hand and sizes stay"
     assert all(restored[x.name] == ctl.AUTO_TILE for x in c.tile if x.factory and x.name != "block_K")
     assert "block_K" in ctl.engine_params(restored, "float16") and "block_M" not in ctl.engine_params(restored, None)
+
+
+def test_the_board_with_no_exercise_picked_says_to_pick_one():
+    for exercise in (None, ""):
+        note = views.board_note_html(exercise, {})
+        assert "Pick an exercise" in unescape(note) and "pg-placeholder" in note
+    empty = unescape(views.board_note_html("softmax", {"ok": True, "rows": [], "timed_at": "M=4096"}))
+    assert "Pick an exercise" not in empty and "No accepted submission" in empty and "softmax" in empty
+    board = {"ok": True, "timed_at": "M=4096 × N=4096", "rows": [{"rank": 1}, {"rank": 2}]}
+    assert "2 students on the board of softmax, timed at M=4096 × N=4096" in unescape(
+        views.board_note_html("softmax", board))
+    refused = views.board_note_html("nope", {"ok": False, "error": {"message": "no exercise named 'nope'"}})
+    assert "fail" in refused and "no exercise named" in unescape(refused)

@@ -829,6 +829,7 @@ def build_exercise(page) -> None:
 def build_class(page) -> None:
     with gr.Accordion("Leaderboard", open=False, elem_id="pg-board"):
         page.board_btn = gr.Button("Show the board of the exercise picked", size="sm", elem_id="pg-board-btn")
+        page.board_note = gr.HTML("", elem_id="pg-board-note")
         page.board = gr.Dataframe(board_frame({}), interactive=False, wrap=True, elem_id="pg-board-table")
     if not classroom().settings.teacher_password:
         page.teacher = None
@@ -861,6 +862,7 @@ def build_class(page) -> None:
 
 
 def wire(page, demo) -> None:
+    from . import views
     light = dict(api_visibility="private", concurrency_limit=None)
 
     def on_share(data: dict, request: gr.Request):
@@ -901,7 +903,7 @@ def wire(page, demo) -> None:
         """The starter in the editor as the source of the kernel it defines, with that kernel's controls: the page
         compiles the editor as the kernel picked, and a gemm starter read as vector_add has no kernel to build.
         The text it replaces, if edited, is offered as a download."""
-        from . import gateway, views
+        from . import gateway
         from .layout import download_path
         ex = classroom().exercises_by_name().get(data[page.exercise] or "")
         if ex is None:
@@ -937,16 +939,18 @@ def wire(page, demo) -> None:
                 pass
         answer = classroom().submit(user_of(request), name, source, params, report)
         board = classroom().leaderboard(name) if name else {}
-        return submission_html(answer), board_frame(board) if board.get("ok") else gr.update()
+        if not board.get("ok"):
+            return submission_html(answer), gr.update(), gr.update()
+        return submission_html(answer), board_frame(board), views.board_note_html(name, board)
     page.submit_btn.click(on_submit, [page.exercise, page.editor, page.submit_params],
-                          [page.submit_answer, page.board], api_visibility="private",
+                          [page.submit_answer, page.board, page.board_note], api_visibility="private",
                           concurrency_limit=page.settings.ui_concurrency, concurrency_id="engine",
                           show_progress_on=[page.submit_answer])
 
     def on_board(name):
         board = classroom().leaderboard(name) if name else {}
-        return board_frame(board if board.get("ok") else {})
-    page.board_btn.click(on_board, page.exercise, page.board, **light)
+        return board_frame(board if board.get("ok") else {}), views.board_note_html(name, board)
+    page.board_btn.click(on_board, page.exercise, [page.board, page.board_note], **light)
 
     if page.teacher is None:
         return

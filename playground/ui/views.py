@@ -76,6 +76,27 @@ def placeholder(text: str) -> str:
     return f'<div class="pg-placeholder">{esc(text)}</div>'
 
 
+# -- the class's board ---------------------------------------------------------------------------------------------
+BOARD_PICK = "Pick an exercise in the Exercise section to see its leaderboard."
+
+
+def board_note_html(exercise: str | None, board: dict | None) -> str:
+    """The line over the leaderboard: what to do when no exercise is picked (an empty table alone says nothing),
+    why there is no board, or whose board it is."""
+    if not exercise:
+        return placeholder(BOARD_PICK)
+    board = board or {}
+    if not board.get("ok"):
+        message = (board.get("error") or {}).get("message") or "no board"
+        return f'<div class="pg-status fail">{esc(message)}</div>'
+    rows = board.get("rows") or []
+    if not rows:
+        return placeholder(f"No accepted submission on the board of {exercise} yet.")
+    timed = f", timed at {board['timed_at']}" if board.get("timed_at") else ""
+    return (f'<div class="pg-status idle">{len(rows)} {"student" if len(rows) == 1 else "students"} on the board '
+            f'of {esc(exercise)}{esc(timed)}.</div>')
+
+
 # -- compile ----------------------------------------------------------------------------------------------------
 def resources_html(result: dict | None) -> str:
     """Registers, shared memory, spills, threads, grid and block of a compiled kernel, with warnings."""
