@@ -404,6 +404,18 @@ def test_a_submission_that_forges_its_build_jobs_answer_never_gets_a_grade(tmp_p
     assert {r["student"]: r["status"] for r in room.all_submissions("teacher", TEACHER_PW)["rows"]} == {"Mallory": "refused"}
 
 
+def test_a_refused_submission_names_the_students_file_not_the_servers_folders(tmp_path):
+    from conftest import ROOT
+    ex = cls.load_exercises()["vector_add"]
+    room = cls.Classroom(Settings(data_dir=tmp_path / "data", teacher_password=TEACHER_PW), has_gpu=lambda: True)
+    where = ex.starter.replace("import tilelang.language as T\n",
+                               "import tilelang.language as T\nraise RuntimeError('I am ' + __file__)\n", 1)
+    answer = room.submit("Ada", "vector_add", where, {})
+    assert not answer["ok"] and "I am vector_add.py" in answer["error"]["message"], answer["error"]
+    text = json.dumps(answer)
+    assert f"{ROOT}/" not in text and "/job/" not in text and "/src/" not in text, text[:2000]
+
+
 def test_the_grader_refuses_tir_that_calls_out_of_the_kernel():
     import tilelang  # noqa: F401
     import tilelang.language as T

@@ -1,6 +1,7 @@
 """The page's server in-process: the named API endpoints through gradio_client, /health, password login.
 
 Compiles here are real (TileLang on the CPU for sm_90a), kept small (M=N=K=256) so that each takes seconds."""
+import json
 import socket
 import time
 
@@ -233,3 +234,25 @@ def test_the_board_button_with_no_exercise_picked_says_to_pick_one():
     assert len(on_board) == 1 and page.board_note in on_board[0].outputs
     frame, note = on_board[0].fn(None)
     assert frame.empty and "Pick an exercise" in note
+
+
+def test_describe_and_compile_name_the_users_file_never_the_servers_folders(client):
+    from conftest import ROOT
+    from playground.ui.own_kernel import template_source
+
+    def server_paths(answer) -> list[str]:
+        text = json.dumps(answer)
+        return [p for p in (f"{ROOT}/", "/job/", "/src/", "site-packages") if p in text]
+    own = template_source() + "\nraise RuntimeError('I am ' + __file__)\n"
+    described = client.predict("", own, None, api_name="/describe")
+    assert described["ok"] and described["file"] == "your kernel"
+    assert any("I am your kernel" in w["message"] for w in described["warnings"]), described["warnings"]
+    assert server_paths(described) == []
+    shipped = client.predict("gemm", "", None, api_name="/describe")
+    assert shipped["ok"] and shipped["file"] == "kernels/gemm.py" and server_paths(shipped) == []
+    assert gemm_source().count("import tilelang.language as T\n") == 1
+    broken = gemm_source().replace("import tilelang.language as T\n",
+                                   "import tilelang.language as T\nraise RuntimeError('I am ' + __file__)\n")
+    compiled = client.predict("gemm", broken, SMALL, api_name="/compile")
+    assert not compiled["ok"] and "I am gemm.py" in compiled["error"]["message"], compiled["error"]
+    assert 'File "gemm.py", line' in compiled["error"]["log"] and server_paths(compiled) == []

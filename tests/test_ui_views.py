@@ -580,3 +580,26 @@ def test_the_board_with_no_exercise_picked_says_to_pick_one():
         views.board_note_html("softmax", board))
     refused = views.board_note_html("nope", {"ok": False, "error": {"message": "no exercise named 'nope'"}})
     assert "fail" in refused and "no exercise named" in unescape(refused)
+
+
+def test_answers_name_the_users_file_and_no_server_folder():
+    from playground.ui.gateway import _ROOT, in_users_terms
+    log = ('File "/job/src/ddb4e2677449b146/kernel.py", line 2\n'
+           'File "/tmp/playground-jobs-1000/server-42/job-a_b9/src/0123456789abcdef/gemm.py", line 7\n'
+           'File "/tmp/playground-jobs-1000/server-42/job-a_b9/src/0123456789abcdef/helper.py", line 3\n'
+           f'File "{_ROOT}playground/engine/source.py", line 100\n'
+           f'File "{_ROOT}.venv/lib/python3.11/site-packages/tilelang/jit/kernel.py", line 9\n'
+           'nvcc -o /job/tmp/tmpq/x.cubin /job/tmp/tmpq/tvm_kernels.cu\n'
+           'see http://example.com/job/x and a/job/b')
+    answer = {"ok": False, "error": {"message": "No such file: '/job/src/8e83ac33e498ffab/kernel.py.missing'",
+                                     "log": log}, "file": "/job/src/ddb4e2677449b146/kernel.py",
+              "report_b64": "ab/job/src/+/job/"}
+    own = in_users_terms(answer, "")
+    assert own["file"] == "your kernel" and own["error"]["message"] == "No such file: 'your kernel.missing'"
+    assert own["error"]["log"].splitlines() == [
+        'File "your kernel", line 2', 'File "gemm.py", line 7', 'File "helper.py", line 3',
+        'File "playground/engine/source.py", line 100', 'File "tilelang/jit/kernel.py", line 9',
+        'nvcc -o tmp/tmpq/x.cubin tmp/tmpq/tvm_kernels.cu', 'see http://example.com/job/x and a/job/b']
+    assert own["report_b64"] == answer["report_b64"], "a file's bytes are left as they are"
+    assert in_users_terms(answer, "gemm")["file"] == "kernel.py", "an edited gemm is gemm.py; no other file is it"
+    assert in_users_terms({"file": "/job/src/ddb4e2677449b146/gemm.py"}, "gemm") == {"file": "gemm.py"}

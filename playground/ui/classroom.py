@@ -375,7 +375,10 @@ class Classroom:
     @staticmethod
     def _refusal(ex: Exercise, err: dict | None, failed: int | None, what: str) -> dict:
         """The refusal a student sees: the engine's message for a visible problem, a plain one for a hidden one."""
-        err = dict(err or {"stage": "internal", "message": "no answer from the grader", "line": None, "log": ""})
+        # The paths are taken out here, not from the jobs' whole answers: the TIR the grader gets stays as built.
+        from .gateway import in_users_terms
+        err = in_users_terms(dict(err or {"stage": "internal", "message": "no answer from the grader", "line": None,
+                                          "log": ""}), ex.factory)  # the student's file: vector_add.py
         message = str(err.get("message") or "")
         match = re.match(r"problem (\d+): (.*)", message, re.S)  # the build job names the problem it failed at
         if match:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import re
+from pathlib import Path
 from typing import Callable
 
 from ..settings import Settings
@@ -53,7 +55,48 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, *, s
                             "log": repr(result)[:2000]}}
     result.setdefault("kernel", kernel)
     result.setdefault("action", action)
-    return result
+    return in_users_terms(result, kernel)
+
+
+# -- paths in an answer ---------------------------------------------------------------------------------------------
+# A user's source runs as a file in a job's folder (/job/src/<hash>/gemm.py in the sandbox, a folder under the server's
+# temporary directory without it), beside the playground's own files and the Python packages; tracebacks, messages,
+# a describe's "file" and the generated code's debug lines name those paths. The user is told of their file by the
+# name they know it by, and of ours relative to the project or the package: never where the server keeps them.
+# (A path is matched from where it starts only, never from inside a longer word: a search from every position of a
+# long unbroken text would take time quadratic in its length.)
+_PATH_CHAR = r"[^\s'\"<>()\[\]{},;]"
+_START = r"(?:(?<![\w./+-])|(?<=-I))/"  # "-I/usr/...": a compiler's include folder
+_JOB_DIR = rf"(?:(?<![\w./+-])/job|{_START}{_PATH_CHAR}*?/server-\d+/job-\w+)"  # the sandbox's view, or the host's
+_USER_FILE = re.compile(_JOB_DIR + r"/src/(?:\w+/)?[0-9a-f]{16}/([A-Za-z_]\w*\.py)\b")  # (src/submission/...)
+_IN_JOB = re.compile(_JOB_DIR + "/")
+_PACKAGES = re.compile(rf"{_START}{_PATH_CHAR}*?/(?:site|dist)-packages/")
+_ROOT = str(Path(__file__).resolve().parents[2]) + "/"
+YOUR_KERNEL = "your kernel"  # a source of one's own has no file name the user gave it
+
+
+def in_users_terms(result, kernel: str):
+    """`result` (an engine answer: dicts, lists, text) with the paths of the server's folders taken out: the user's
+    source file as `kernel`.py (an edited shipped kernel) or "your kernel", another file of theirs by its name, a
+    file of the job's folder, the project or a package by its path inside it."""
+    main = f"{kernel}.py" if kernel and kernel.isidentifier() else "kernel.py"  # as the engine writes the source
+
+    def users_file(match) -> str:
+        name = match.group(1)
+        return YOUR_KERNEL if name == main and not (kernel and kernel.isidentifier()) else name
+
+    def clean(value):
+        if isinstance(value, str):
+            if "/" not in value:
+                return value
+            value = _IN_JOB.sub("", _USER_FILE.sub(users_file, value))
+            return _PACKAGES.sub("", value).replace(_ROOT, "")
+        if isinstance(value, dict):  # (a file's bytes in base64, like a profile's report, are no text to read)
+            return {k: v if str(k).endswith("_b64") else clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+    return clean(result)
 
 
 def refused_for_no_gpu(result: dict | None) -> bool:
@@ -134,7 +177,7 @@ def describe_source(kernel: str, source: str | None, params: dict | None = None,
     A shipped kernel's unchanged file is read here; any other text only in a sandboxed job, like a compile."""
     if normalize_source(kernel, source) is None and kernel:
         try:
-            return {"ok": True, "action": "describe", **describe(kernel), "error": None}
+            return in_users_terms({"ok": True, "action": "describe", **describe(kernel), "error": None}, kernel)
         except Exception as exc:
             return {"ok": False, "kernel": kernel, "action": "describe",
                     "error": {"stage": "parameters", "message": str(exc)[:500], "line": None, "log": ""}}
