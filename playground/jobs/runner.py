@@ -20,6 +20,7 @@ from typing import Callable
 
 from ..engine import config_choice, ranges
 from ..engine.errors import StageError, clip, format_exception
+from ..engine.source import SOURCE_LIMIT  # (refused here before a job starts)
 from ..settings import Settings, current
 from . import hardware, ray_backend, sandbox
 from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
@@ -35,7 +36,6 @@ GPU_ACTIONS = ("run", "tune", "sweep", "grade", "profile", "memcheck")  # build_
 # (engine/grading.py); ir: the lowering pass by pass, on the CPU like a compile (engine/ir.py); profile, memcheck:
 # Nsight Compute and compute-sanitizer over the kernel (engine/profile.py), the GPU taken alone like a run
 OPTIONS = {"seed": int, "graph": bool, "max_configs": int}  # what a caller may pass through to the engine
-SOURCE_LIMIT = 256 * 1024  # characters: a kernel file is a few KiB
 NO_GPU = ("no CUDA GPU is present on this server: compile works without one, run, tune and sweep need one")
 
 

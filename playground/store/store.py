@@ -12,10 +12,10 @@ import json
 import os
 import time
 
+from ..engine.source import SOURCE_LIMIT  # a share holds what a job may run
 from .db import Database, StoreError
 
 # -- share links ---------------------------------------------------------------------------------------------------
-SHARE_SOURCE_LIMIT = 256 * 1024   # characters: a kernel file is a few KiB (the job layer's own source limit)
 SHARE_PARAMS_LIMIT = 16 * 1024    # bytes of JSON
 SHARE_SUMMARY_LIMIT = 16 * 1024
 SHARE_ID_LENGTH = 10              # base32 characters: 50 bits, a collision only after ~10^7 shares (then longer)
@@ -47,9 +47,9 @@ def check_share(kernel, source, params, summary) -> tuple[str, str, dict, dict |
         raise ShareError("a share needs a kernel name (at most 64 characters)")
     if not isinstance(source, str):
         raise ShareError("the source must be text")
-    if len(source) > SHARE_SOURCE_LIMIT:
+    if len(source) > SOURCE_LIMIT:
         raise ShareError(f"the source is {len(source) // 1024} KiB; a share holds at most "
-                         f"{SHARE_SOURCE_LIMIT // 1024} KiB")
+                         f"{SOURCE_LIMIT // 1024} KiB")
     if params is None:
         params = {}
     if not isinstance(params, dict):

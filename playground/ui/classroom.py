@@ -39,6 +39,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from ..engine.source import SOURCE_LIMIT
 from ..settings import Settings, current
 from ..store import ShareError, Store, StoreError
 
@@ -47,7 +48,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXERCISES_DIR = ROOT / "exercises"
 TEACHER = "teacher"  # the teacher's user name at the login
 NAME_LIMIT = 64  # characters of a user name (the store keeps no longer ones)
-SOURCE_LIMIT = 256 * 1024
 BUILD_TIMEOUT = 240.0   # seconds: the student's factory, once per problem (no compile)
 GRADE_TIMEOUT = 600.0   # seconds: compile every problem's kernel, verify, time, verify again
 NO_GPU = ("This server has no GPU, so it cannot take submissions: each one is verified and timed on a GPU. "
