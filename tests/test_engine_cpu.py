@@ -192,6 +192,18 @@ def test_gemm_for_ampere_needs_the_pipelined_schedule_and_says_so():
     assert "T.tma_copy(" in k.source.splitlines()[err.value.line - 1], "the error points at the operation's line"
 
 
+def test_gemm_for_plain_sm_90_or_a_later_gpu_says_which_target_has_hoppers_instructions():
+    # nvcc refuses in TileLang's own headers (a static assertion on setmaxnreg); the user is told of the target
+    # to pick, at a line of their kernel, not only of a header they never wrote.
+    k = catalogue.load("gemm")
+    config = k.resolve({**small("gemm"), "warp_specialized": False})
+    for arch, says in (("sm_90", "pick sm_90a"), ("sm_120", "sm_90a only")):
+        with pytest.raises(StageError) as err:
+            compile_kernel(k, config, arch)
+        assert says in err.value.message, err.value.message
+        assert err.value.line is not None and 0 < err.value.line <= len(k.source.splitlines())
+
+
 def test_gemm_for_hopper_keeps_one_wgmma_step_in_flight_and_stays_resident():
     # The shipped schedule waits for all but the newest wgmma step in its main loop, and launches one block per SM
     # (persistent), each walking many tiles.

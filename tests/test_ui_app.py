@@ -236,6 +236,18 @@ def test_the_board_button_with_no_exercise_picked_says_to_pick_one():
     assert frame.empty and "Pick an exercise" in note
 
 
+def test_a_submission_with_tile_parameters_that_are_not_a_json_object_says_so():
+    # Each answer fills every output of the click (an answer short of one was Gradio's error, not ours).
+    from playground.ui.layout import Page
+    page = Page()
+    demo = page.build()
+    on_submit = [f for f in demo.fns.values() if any(target[0] == page.submit_btn._id for target in f.targets)]
+    assert len(on_submit) == 1
+    for text, said in (("{bad json", "not JSON"), ("[1]", "are an object")):
+        answer = on_submit[0].fn("vector_add", "x = 1", text, None)
+        assert len(answer) == len(on_submit[0].outputs) and said in answer[0]
+
+
 def test_describe_and_compile_name_the_users_file_never_the_servers_folders(client):
     from conftest import ROOT
     from playground.ui.own_kernel import template_source

@@ -320,7 +320,9 @@ COPY_MISMATCH = re.compile(r"shape mismatch|s_extent == g_extent|extent.*mismatc
 def explain(err: StageError, kernel: Kernel, prim_func, arch: str) -> StageError:
     """A `tilelang` error made to say what failed, where: a T.copy between tiles of different shapes named with
     both shapes at its line; an error naming a buffer pointed at that buffer's allocation; a Hopper-only schedule
-    compiled for an older GPU told so."""
+    compiled for another GPU (found by TileLang, or by nvcc in TileLang's headers) told so."""
+    if err.stage == "nvcc":
+        return hopper_only(err, kernel, arch)
     if err.stage != "tilelang":
         return err
     text = f"{err.message}\n{err.log}"
@@ -331,9 +333,22 @@ def explain(err: StageError, kernel: Kernel, prim_func, arch: str) -> StageError
             err.message, err.line = f"{message} ({err.message[:200]})", line or err.line
     if err.line is None:
         err.line = _named_buffer_line(err.message, kernel.source)
-    if re.match(r"sm_[5-8]\d", arch) and HOPPER_ONLY.search(text):
+    return hopper_only(err, kernel, arch)
+
+
+def hopper_only(err: StageError, kernel: Kernel, arch: str) -> StageError:
+    """Hopper's own instructions (TMA, wgmma, setmaxnreg) for another target: say which target has them."""
+    if arch == "sm_90a" or not HOPPER_ONLY.search(f"{err.message}\n{err.log}"):
+        return err
+    if re.match(r"sm_[5-8]\d", arch):
         alternative = " or warp_specialized=False" if "warp_specialized" in getattr(kernel, "tile_names", []) else ""
         err.message = f"{err.message} — this schedule needs Hopper (sm_90a){alternative}; {arch} has no TMA or wgmma"
+    elif arch == "sm_90":  # the same chip, without the features that are Hopper's alone (the "a" targets have them)
+        err.message = (f"{err.message} — sm_90 leaves out Hopper's own instructions (wgmma, setmaxnreg), which this "
+                       "kernel uses on Hopper: pick sm_90a")
+    else:
+        err.message = (f"{err.message} — {arch} has no wgmma or setmaxnreg (Hopper's own instructions, sm_90a only), "
+                       "which this kernel uses on Hopper")
     return err
 
 

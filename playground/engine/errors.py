@@ -74,9 +74,10 @@ def user_line_from_traceback(exc: BaseException, user_file: str) -> int | None:
 
 
 def user_line_from_text(text: str, user_file: str) -> int | None:
-    """TileLang's parser and nvcc (through #line directives) name the user's file and line in their messages."""
+    """TileLang's parser and nvcc (through #line directives) name the user's file and line in their messages; nvcc
+    names it as "at line N of FILE" where a template of TileLang's own fails for the user's call of it."""
     name = re.escape(user_file)
-    for pattern in (rf'{name}"?, line (\d+)', rf"{name}\((\d+)\)", rf"{name}:(\d+)"):
+    for pattern in (rf'{name}"?, line (\d+)', rf"{name}\((\d+)\)", rf"{name}:(\d+)", rf"at line (\d+) of {name}\b"):
         m = re.search(pattern, text)
         if m:
             return int(m.group(1))

@@ -471,8 +471,11 @@ class Classroom:
         return (self.login if self.login_needed() else None), None
 
     def login_message(self) -> str:
+        """The login page's line, read once at launch: without a roster it must stay true after the teacher imports
+        one (students then log in with their own password), so it names both."""
         return ("TileLang Playground: your name and the password your teacher gave you." if self.has_roster() else
-                "TileLang Playground: enter the class password (any user name; the teacher: 'teacher').")
+                "TileLang Playground: your name and the class password, or your own password once your teacher has "
+                "given you one (the teacher: 'teacher').")
 
     def is_teacher(self, username: str | None, teacher_password: str | None = None) -> bool:
         teacher = self.settings.teacher_password
@@ -930,10 +933,11 @@ def wire(page, demo) -> None:
         try:
             params = json.loads(params_text or "{}")
         except ValueError as exc:
-            return submission_html(error("parameters", f"the tile parameters are not JSON: {exc}")), gr.update()
+            return submission_html(error("parameters", f"the tile parameters are not JSON: {exc}")), gr.update(), \
+                gr.update()
         if not isinstance(params, dict):
             return submission_html(error("parameters", 'tile parameters are an object: {"block_N": 2048}')), \
-                gr.update()
+                gr.update(), gr.update()
 
         def report(what, fraction):
             try:
