@@ -222,6 +222,22 @@ def test_switching_kernel_mid_compile_drops_the_old_kernels_answer(page, url):
     assert "softmax" in history and "vector_add" not in history, history
 
 
+def test_edits_of_a_kernel_come_back_when_the_user_switches_back_to_it(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+Home")
+    page.keyboard.type("# my vector add idea\n")
+    time.sleep(1.0)
+    choose(page, page.locator("#pg-kernel"), "softmax")
+    page.wait_for_function("() => document.querySelector('#pg-editor .cm-line').innerText.startsWith('\"\"\"Row softmax')")
+    choose(page, page.locator("#pg-kernel"), "vector_add")
+    page.wait_for_function("() => document.querySelector('#pg-editor .cm-line').innerText === '# my vector add idea'")
+    assert "Your edits of vector_add are back" in page.inner_text("#pg-status")
+    page.click("#pg-reset")
+    page.wait_for_function("() => document.querySelector('#pg-editor .cm-line').innerText.startsWith('\"\"\"')")
+    assert "Reset vector_add" in page.inner_text("#pg-status")
+
+
 def test_an_exercise_starter_comes_with_its_kernel_and_compiles(page, url):
     open_page(page, url, "?kernel=vector_add&N=4096")
     page.click("#pg-editor .cm-content")

@@ -248,6 +248,44 @@ def test_a_submission_with_tile_parameters_that_are_not_a_json_object_says_so():
         assert len(answer) == len(on_submit[0].outputs) and said in answer[0]
 
 
+def test_edits_of_a_shipped_kernel_come_back_after_a_switch_and_reset_gives_the_original():
+    from playground.ui import gateway
+    from playground.ui.layout import Page
+    page = Page()
+    page.build()
+    original = gateway.original_source("gemm")
+    mine = "# my tiling idea\n" + original
+
+    def switch(to, editor, shown, edited):
+        return page.on_kernel({page.kernel: to, page.arch: None, page.editor: editor, page.own: None,
+                               page.own_draft: None, page.shown: shown, page.edited: edited}, None)
+    away = switch("softmax", mine, "gemm", {})
+    assert away[page.editor] == gateway.original_source("softmax") and away[page.shown] == "softmax"
+    assert away[page.edited] == {"gemm": mine}, "the gemm edits are kept when softmax takes the editor"
+    back = switch("gemm", away[page.editor], "softmax", away[page.edited])
+    assert back[page.editor] == mine and "edits of gemm are back" in back[page.status]
+    assert back[page.edited] == {"gemm": mine}
+    data = {c: None for c in page.setup} | {page.kernel: "gemm", page.editor: mine, page.shown: "gemm",
+                                            page.edited: back[page.edited]}
+    reset = page.on_reset(data, None)
+    assert reset[page.editor] == original and reset[page.edited] == {}, "Reset asks the edits away"
+    unchanged = switch("softmax", original, "gemm", {"gemm": mine})
+    assert unchanged[page.edited] == {}, "a kernel left at its original text has no edits to keep"
+
+
+def test_new_kernel_over_ones_own_edited_kernel_offers_the_text_it_replaces():
+    from playground.ui import own_kernel
+    from playground.ui.layout import Page
+    page = Page()
+    page.build()
+    data = {c: None for c in page.setup} | {page.kernel: own_kernel.OWN, page.editor: "# my own work\n",
+                                            page.new_from: own_kernel.TEMPLATE, page.own_draft: None,
+                                            page.shown: own_kernel.OWN, page.edited: {}}
+    assert own_kernel.replaced(page, data, None)["visible"]
+    assert own_kernel.replaced(page, {**data, page.editor: own_kernel.template_source()}, None)["visible"] is False
+    assert own_kernel.replaced(page, {**data, page.kernel: "gemm"}, None)["visible"] is False
+
+
 def test_describe_and_compile_name_the_users_file_never_the_servers_folders(client):
     from conftest import ROOT
     from playground.ui.own_kernel import template_source

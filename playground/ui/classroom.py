@@ -926,7 +926,8 @@ def wire(page, demo) -> None:
         if ex.factory not in page.names:  # a kernel of the teacher's own: the text alone
             return {page.editor: ex.starter, page.status: status, page.kept_draft: kept}
         return {**page.switch_to(ex.factory, ex.starter, data, request, status, ex.dtype), page.kept_draft: kept}
-    page.starter_btn.click(on_starter, page.setup | {page.exercise}, page.everything | {page.kept_draft},
+    page.starter_btn.click(on_starter, page.setup | {page.exercise, page.shown, page.edited},
+                           page.everything | {page.kept_draft},
                            cancels=page.jobs, **light)  # a late answer of the kernel before must not land on it
 
     def on_submit(name, source, params_text, request: gr.Request, progress=gr.Progress()):

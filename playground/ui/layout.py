@@ -18,6 +18,7 @@ from .highlight import code_html, source_line_choices
 from .styles import FORGET_LINK_JS, SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
 
 DRAFT_KEY = "tilelang-playground-draft"
+EDITS_KEY = "tilelang-playground-edits"  # {shipped kernel: the user's edited text of it}
 AUTO = "auto"
 COMPARE_HINT = "Compile twice (say, before and after an edit) and pick the two here to see how the CUDA changed."
 LEGEND = ('<div class="pg-legend">Click or select lines in the editor, or hover a CUDA line, to see what came '
@@ -119,6 +120,10 @@ class Page:
         first = ctl.controls_for(gateway.describe(self.default_kernel))
         with gr.Blocks(title="TileLang Playground") as demo:
             self.draft = gr.BrowserState(None, storage_key=DRAFT_KEY, secret=self.settings.draft_secret)
+            # A user's edits of each shipped kernel, kept when another kernel takes the editor and given back when
+            # they return to it (Reset gives the original); `shown`: the kernel whose text the editor holds.
+            self.edited = gr.BrowserState({}, storage_key=EDITS_KEY, secret=self.settings.draft_secret)
+            self.shown = gr.State(None)
             self.history = gr.State([])
             self.last = gr.State(None)        # what the code panes show: cuda, line_map, ptx, sass, host, source
             self.tuned = gr.State(None)       # the last autotune result
@@ -381,7 +386,7 @@ class Page:
     def fresh_kernel_outputs(self, kernel: str, source: str, c: ctl.Controls, values: dict, dtype: str, arch,
                              session: str, status: str) -> dict:
         """Everything a newly chosen (or restored, or reset) kernel shows."""
-        out = {self.kernel: kernel, self.editor: source,
+        out = {self.kernel: kernel, self.editor: source, self.shown: kernel,
                self.preset: gr.update(choices=list(c.presets) + [ctl.CUSTOM], value=ctl.preset_for(c, values)),
                self.dtype: gr.update(choices=c.dtypes, value=dtype if dtype in c.dtypes else c.dtype),
                self.arch: arch or AUTO, self.status: status, self.last: None,
@@ -449,9 +454,30 @@ class Page:
         """One event for a kernel switch: it reads only the kernel and the target, and sets every control of the
         new kernel (choices and value together), so nothing of the kernel before is checked against it."""
         if own_kernel.is_own(self, data):
-            return own_kernel.on_select(self, data, request)
+            return {**own_kernel.on_select(self, data, request), **self.keep_leaving(data)}
         kernel = data[self.kernel] if data[self.kernel] in self.names else self.default_kernel
+        kept = self.edits(data).get(kernel)
+        if kept and kept != data.get(self.editor):
+            status = (f'<div class="pg-status idle">Your edits of {views.esc(kernel)} are back; Reset gives the '
+                      'original.</div>')
+            return self.switch_to(kernel, kept, data, request, status)
         return self.switch_to(kernel, gateway.original_source(kernel), data, request, views.status_html("", None))
+
+    def edits(self, data: dict) -> dict:
+        kept = data.get(self.edited)
+        return {k: v for k, v in kept.items() if k in self.names and isinstance(v, str)} if isinstance(kept, dict) \
+            else {}
+
+    def keep_leaving(self, data: dict) -> dict:
+        """The editor's text about to be replaced by another kernel's: the user's edits of a shipped kernel are kept
+        for when they come back to it (its original text needs no keeping)."""
+        shown, text, edits = data.get(self.shown), data.get(self.editor) or "", self.edits(data)
+        if shown in self.names:
+            if text.strip() and not gateway.is_original(shown, text):
+                edits[shown] = text
+            else:
+                edits.pop(shown, None)
+        return {self.edited: edits}
 
     def switch_to(self, kernel: str, source: str, data: dict, request: gr.Request, status: str,
                   dtype: str | None = None) -> dict:
@@ -464,16 +490,21 @@ class Page:
         out = self.fresh_kernel_outputs(kernel, source, c, values, dtype if dtype in c.dtypes else default_dtype,
                                         arch, _session(request), status)
         out.update(own_kernel.leave(self, data))  # one's own kernel's text kept, its controls gone
+        if self.shown in data:  # (an exercise's starter and a switch know what the editor held)
+            out.update(self.keep_leaving(data))
         return out
 
     def on_reset(self, data: dict, request: gr.Request):
-        out = self.on_kernel(data, request)
-        if own_kernel.is_own(self, data):  # no original of one's own kernel: its text stays, its controls reset
+        if own_kernel.is_own(self, data):
+            out = self.on_kernel(data, request)  # no original of one's own kernel: its text stays, its controls reset
             out[self.status] = ('<div class="pg-status idle">Reset the parameters to your source\'s defaults; '
                                 'your text is kept.</div>')
             return out
-        out[self.status] = (f'<div class="pg-status idle">Reset {views.esc(data[self.kernel])} to the original '
-                            'source and parameters.</div>')
+        kernel = data[self.kernel] if data[self.kernel] in self.names else self.default_kernel
+        out = self.switch_to(kernel, gateway.original_source(kernel), data, request,
+                             f'<div class="pg-status idle">Reset {views.esc(kernel)} to the original source and '
+                             'parameters.</div>')
+        out[self.edited] = {k: v for k, v in self.edits(data).items() if k != kernel}  # its edits asked away
         return out
 
     def on_stop(self, request: gr.Request):
@@ -636,7 +667,7 @@ class Page:
                       self.error_box,
                       self.log_acc, self.log, self.error_line, self.draft, self.share, self.py_dl, *self.p_slots,
                       *self.t_slots, self.params_note, self.param_help, self.verify, self.speed, self.speed_plot,
-                      self.roofline_plot, self.own, self.entry, self.own_draft}
+                      self.roofline_plot, self.own, self.entry, self.own_draft, self.shown, self.edited}
         demo.load(self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
                   **light).then(None, None, None, js=FORGET_LINK_JS)
         edits = {self.draft, self.share, self.py_dl, self.preset, self.params_note, *self.p_slots, *self.t_slots}
@@ -673,9 +704,10 @@ class Page:
         # queued or running: a compile of the kernel before, answering late, would write its CUDA, status and
         # controls over the new kernel's. (A job already running finishes on the server; its answer is dropped.)
         self.jobs = jobs = [compile_job, run_job, tune_job, sweep_job]  # (New kernel and an exercise's starter too)
-        self.kernel.select(self.on_kernel, {self.kernel, self.arch, self.editor, self.own, self.own_draft},
+        self.kernel.select(self.on_kernel, {self.kernel, self.arch, self.editor, self.own, self.own_draft,
+                                            self.shown, self.edited},
                            everything, api_visibility="private", trigger_mode="always_last", cancels=jobs, **light)
-        self.reset_btn.click(self.on_reset, self.setup, everything, api_visibility="private", cancels=jobs, **light)
+        self.reset_btn.click(self.on_reset, self.setup | {self.shown, self.edited}, everything, api_visibility="private", cancels=jobs, **light)
         self.stop_btn.click(self.on_stop, None, self.status, api_visibility="private", cancels=jobs, **light)
         self.sweep_metric.input(self.on_sweep_metric, [self.swept, self.sweep_metric], self.sweep_plot,
                                 api_visibility="private", **light)

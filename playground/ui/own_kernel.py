@@ -251,7 +251,20 @@ def on_new(page, data: dict, request, progress=gr.Progress()) -> dict:
                "The controls come from its arguments.</div>")
     if start != TEMPLATE and start in page.names:
         out.update(shipped_values(page, data, start, request))
+    out.update(page.keep_leaving(data))  # edits of a shipped kernel, kept for when the user goes back to it
+    out[page.kept_draft] = replaced(page, data, request)
     return out
+
+
+def replaced(page, data: dict, request):
+    """One's own kernel replaced by a new one: its text, unless it is a start unchanged, offered as a download."""
+    from .layout import download_path
+    text = data.get(page.editor) or ""
+    unchanged = text == template_source() or any(text == starting_source(k) for k in page.names)
+    if not is_own(page, data) or not text.strip() or unchanged:
+        return gr.update(visible=False)
+    return gr.update(value=download_path(getattr(request, "session_hash", None), "my-kernel-before-new.py", text),
+                     visible=True, label="Your kernel before New kernel: download it")
 
 
 def shipped_values(page, data: dict, start: str, request) -> dict:
@@ -364,7 +377,8 @@ def wire(page, everything: set) -> None:
     def pick(data: dict, request: gr.Request):
         return on_entry(page, data, request)
 
-    page.new_btn.click(new, page.setup | {page.new_from, page.own_draft}, everything | outputs(page),
+    page.new_btn.click(new, page.setup | {page.new_from, page.own_draft, page.shown, page.edited},
+                       everything | outputs(page) | {page.kept_draft},
                        cancels=page.jobs, **engine_kw)  # a late answer of the kernel before must not land on it
     page.read_btn.click(read_params, page.setup,
                         outputs(page) | {page.error_box, page.log_acc, page.log, page.error_line}, **engine_kw)
