@@ -190,6 +190,16 @@ DTYPES = ["float16", "bfloat16"]
 # (bench/README.md): 128 × 128 with two warpgroups at head dim 128, 192 × 128 with three at 64 (in PRESETS).
 SPACE = {"block_M": [64, 128, 192], "block_N": [64, 128], "num_stages": [1, 2], "threads": [128, 256, 384]}
 
+
+def follow_user(tile, given):
+    """What the engine picks must fit what the user set: block_M and threads go together (above), so the one the
+    user left to the engine follows the one they set."""
+    if "block_M" in given and "threads" not in given:
+        return {"threads": 2 * tile["block_M"]}
+    if "threads" in given and "block_M" not in given:
+        return {"block_M": tile["threads"] // 2}
+    return {}
+
 # Which schedule runs, and the refinements of the Hopper ones (their files say what each does and what it measured):
 #   overlap=False      the plain loop above: for comparison, and for GPUs before Hopper (T.wgmma_gemm needs sm_90a)
 #   overlap=True       the overlapped loop of kernels/flash_attention_hopper.py, on a grid of query blocks

@@ -288,6 +288,11 @@ class Kernel:
             choice = config_choice.Choice({n: self.defaults[n] for n in self.tile_names if n in self.defaults},
                                           "default")
             tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
+        follow = getattr(self.module, "follow_user", None)
+        if tile_values and callable(follow):  # the kernel file's own ties between parameters (flash_attention's
+            # block_M and threads): what the engine picked follows what the user set, never the other way round
+            tile.update({n: v for n, v in call_with(follow, tile=dict(tile), given=set(tile_values)).items()
+                         if n in tile and n not in tile_values})
         for name, allowed in self.options.items():
             if name in tile and tile[name] not in allowed:
                 raise StageError("parameters", f"{name} must be one of {allowed}, not {tile[name]!r}")
