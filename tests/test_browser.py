@@ -238,6 +238,25 @@ def test_edits_of_a_kernel_come_back_when_the_user_switches_back_to_it(page, url
     assert "Reset vector_add" in page.inner_text("#pg-status")
 
 
+def test_the_code_says_when_the_source_or_a_parameter_changed_since_it_was_compiled(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    page.click("#pg-compile")
+    assert "compiled vector_add" in wait_idle(page)
+    assert not page.locator("#pg-code-note .pg-edited").count()
+    box = page.locator("#pg-code-note").bounding_box()
+    assert box is None or box["height"] < 1, f"an empty note takes no room above the code: {box}"
+    type_value(page, slot(page, "block_N"), "2048")
+    page.wait_for_selector("#pg-code-note .pg-edited", state="visible")
+    assert "Edited since this code was compiled" in page.inner_text("#pg-code-note")
+    page.click("#pg-compile")
+    assert "compiled vector_add" in wait_idle(page)
+    page.wait_for_selector("#pg-code-note .pg-edited", state="detached")
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+Home")
+    page.keyboard.type("# a comment\n")
+    page.wait_for_selector("#pg-code-note .pg-edited", state="visible")
+
+
 def test_an_exercise_starter_comes_with_its_kernel_and_compiles(page, url):
     open_page(page, url, "?kernel=vector_add&N=4096")
     page.click("#pg-editor .cm-content")

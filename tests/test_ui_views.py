@@ -603,3 +603,9 @@ def test_answers_name_the_users_file_and_no_server_folder():
     assert own["report_b64"] == answer["report_b64"], "a file's bytes are left as they are"
     assert in_users_terms(answer, "gemm")["file"] == "kernel.py", "an edited gemm is gemm.py; no other file is it"
     assert in_users_terms({"file": "/job/src/ddb4e2677449b146/gemm.py"}, "gemm") == {"file": "gemm.py"}
+
+
+def test_the_code_is_marked_edited_only_when_the_setup_differs_from_the_compiled_one():
+    from playground.ui.views import edited_note
+    assert edited_note(None, "a") == "" and edited_note("a", "a") == ""
+    assert "Edited since this code was compiled" in edited_note("a", "b")

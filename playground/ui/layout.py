@@ -4,6 +4,7 @@ highlight/views/charts/history; every engine call goes through `gateway.call` (r
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
 import time
 
@@ -208,6 +209,7 @@ class Page:
     def build_code_column(self) -> None:
         self.src_line = gr.Dropdown([], value=None, label="Mark the CUDA of source line", elem_id="pg-srcline",
                                     interactive=True)
+        self.code_note = gr.HTML("", elem_id="pg-code-note", elem_classes="pg-code-note")  # views.edited_note
         with gr.Tabs(elem_id="pg-code-tabs"):
             with gr.Tab("CUDA", id="cuda"):
                 self.cuda = gr.HTML(code_html("", empty="Compile to see the generated CUDA."), elem_id="pg-cuda")
@@ -389,7 +391,7 @@ class Page:
         out = {self.kernel: kernel, self.editor: source, self.shown: kernel,
                self.preset: gr.update(choices=list(c.presets) + [ctl.CUSTOM], value=ctl.preset_for(c, values)),
                self.dtype: gr.update(choices=c.dtypes, value=dtype if dtype in c.dtypes else c.dtype),
-               self.arch: arch or AUTO, self.status: status, self.last: None,
+               self.arch: arch or AUTO, self.status: status, self.last: None, self.code_note: "",
                self.resources: views.resources_html(None),
                self.cu_dl: gr.update(value=None, interactive=False)}
         out.update({self.verify: views.verification_html(None), self.speed: views.speed_html(None),
@@ -536,7 +538,14 @@ class Page:
         out = self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request))
         out[self.preset] = gr.update(value=ctl.preset_for(c, values))
         out.update(self.param_marks(c, values))
+        out[self.code_note] = views.edited_note((data.get(self.last) or {}).get("setup"),
+                                                self.setup_key(kernel, source, values, dtype, arch))
         return out
+
+    @staticmethod
+    def setup_key(kernel: str, source: str, values: dict, dtype: str, arch) -> str:
+        """What a compile is asked: the code shown is of this setup, until an edit changes it."""
+        return json.dumps([kernel, source, values, dtype, arch or AUTO], sort_keys=True, default=str)
 
     def engine_action(self, action: str, data: dict, request: gr.Request, progress: gr.Progress,
                       options: dict | None = None) -> tuple[dict, dict]:
@@ -555,7 +564,7 @@ class Page:
 
     def apply_compiled(self, action: str, data: dict, result: dict, request: gr.Request) -> dict:
         """Panes, resources, history and downloads after a compile or a run."""
-        kernel, source, c, values, dtype, _ = self.read(data)
+        kernel, source, c, values, dtype, arch = self.read(data)
         out = {}
         err = result.get("error") or {}
         previous = data[self.last]
@@ -563,11 +572,12 @@ class Page:
             last = {"cuda": result["cuda"], "line_map": result.get("line_map"), "ptx": result.get("ptx"),
                     "line_origins": result.get("line_origins"), "origin_lines": result.get("origin_lines"),
                     "sass": result.get("sass"), "host": result.get("host"), "source": source, "kernel": kernel,
-                    "error_line": err.get("line"),
+                    "error_line": err.get("line"), "setup": self.setup_key(kernel, source, values, dtype, arch),
                     "label": f"{kernel} {hist.short_config(result.get('config'), c.factory_defaults())}".strip()}
             selected = err.get("line") if err.get("line") in (result.get("line_map") or []) else None
             out.update(self.panes(last, selected))
             out[self.last] = last
+            out[self.code_note] = ""
             out[self.resources] = views.resources_html(result)
             out[self.cu_dl] = gr.update(value=download_path(_session(request), f"{kernel}.cu", result["cuda"]),
                                         interactive=True, label=f"Download {kernel}.cu")
@@ -667,15 +677,17 @@ class Page:
                       self.error_box,
                       self.log_acc, self.log, self.error_line, self.draft, self.share, self.py_dl, *self.p_slots,
                       *self.t_slots, self.params_note, self.param_help, self.verify, self.speed, self.speed_plot,
-                      self.roofline_plot, self.own, self.entry, self.own_draft, self.shown, self.edited}
+                      self.roofline_plot, self.own, self.entry, self.own_draft, self.shown, self.edited,
+                      self.code_note}
         demo.load(self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
                   **light).then(None, None, None, js=FORGET_LINK_JS)
-        edits = {self.draft, self.share, self.py_dl, self.preset, self.params_note, *self.p_slots, *self.t_slots}
-        self.editor.input(self.on_edit, self.setup, edits, api_visibility="private", trigger_mode="always_last",
-                          **light)
+        edits = {self.draft, self.share, self.py_dl, self.preset, self.params_note, *self.p_slots, *self.t_slots,
+                 self.code_note}
+        self.editor.input(self.on_edit, self.setup | {self.last}, edits, api_visibility="private",
+                          trigger_mode="always_last", **light)
         for comp in (self.dtype, self.arch, *self.p_slots, *self.t_slots):
-            comp.input(self.on_edit, self.setup, edits, api_visibility="private", trigger_mode="always_last",
-                       **light)
+            comp.input(self.on_edit, self.setup | {self.last}, edits, api_visibility="private",
+                       trigger_mode="always_last", **light)
         self.preset.input(self.on_preset, self.setup | {self.preset},
                           {*self.p_slots, *self.t_slots, self.params_note, self.param_help, self.draft, self.share,
                            self.py_dl}, api_visibility="private", **light)
@@ -685,7 +697,8 @@ class Page:
         common = {self.status, self.error_box, self.log_acc, self.log, self.error_line, self.draft, self.share,
                   self.py_dl, self.params_note, *self.p_slots, *self.t_slots, *own_kernel.outputs(self)}
         compiled = {self.cuda, self.ptx, self.sass, self.host, self.src_line, self.last, self.resources, self.cu_dl,
-                    self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b, self.diff}
+                    self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b, self.diff,
+                    self.code_note}
         inputs = self.setup | {self.last, self.history}
         compile_job = self.compile_btn.click(self.on_compile, inputs, common | compiled, **engine_kw)
         compile_job.then(None, [self.error_line], None, js=SCROLL_TO_ERROR_JS).then(None, None, None,
@@ -707,7 +720,8 @@ class Page:
         self.kernel.select(self.on_kernel, {self.kernel, self.arch, self.editor, self.own, self.own_draft,
                                             self.shown, self.edited},
                            everything, api_visibility="private", trigger_mode="always_last", cancels=jobs, **light)
-        self.reset_btn.click(self.on_reset, self.setup | {self.shown, self.edited}, everything, api_visibility="private", cancels=jobs, **light)
+        self.reset_btn.click(self.on_reset, self.setup | {self.shown, self.edited}, everything,
+                             api_visibility="private", cancels=jobs, **light)
         self.stop_btn.click(self.on_stop, None, self.status, api_visibility="private", cancels=jobs, **light)
         self.sweep_metric.input(self.on_sweep_metric, [self.swept, self.sweep_metric], self.sweep_plot,
                                 api_visibility="private", **light)

@@ -116,6 +116,8 @@ CSS = """
 .pg-error-useful pre { margin: 2px 0 0; white-space: pre-wrap; word-break: break-word; font-size: 0.82rem; }
 .pg-stale { background: #3d2e00; color: #f2cc60; border: 1px solid #9e6a03; border-radius: 6px 6px 0 0;
             padding: 4px 10px; font-size: 0.85rem; }
+.pg-edited { border-left: 4px solid #b45309; padding: 3px 10px; font-size: 0.85rem; }
+#pg-code-note:not(:has(.pg-edited)) { display: none; }  /* (Gradio's block keeps its height when empty) */
 .pg-params-note:empty { display: none; }
 .pg-param-error { border: 1px solid #dc2626; border-left-width: 5px; border-radius: 6px; padding: 6px 10px;
                   background: rgba(220,38,38,0.07); font-size: 0.9rem; margin-bottom: 6px; }

@@ -520,6 +520,15 @@ def stale_note(entry: str | None) -> str:
             f'{" (" + esc(entry) + ")" if entry else ""}, not of the source on the left.</div>')
 
 
+def edited_note(compiled_setup: str | None, setup: str) -> str:
+    """Over the generated code when the source or the controls changed since it was compiled (`*_setup`: what a
+    compile was asked, as Page.setup_key writes it); "" when they match or nothing was compiled."""
+    if not compiled_setup or compiled_setup == setup:
+        return ""
+    return ('<div class="pg-edited">Edited since this code was compiled: Compile (Ctrl+Enter) to see the code of '
+            'the source and parameters you have now.</div>')
+
+
 def params_note_html(error: dict | None, named: list[str], outside: dict[str, str]) -> str:
     """Beside the parameter controls: a resource error and the controls it names, and each value outside the
     kernel's tuned space."""
