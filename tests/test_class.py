@@ -204,6 +204,7 @@ def test_only_the_teacher_sees_code_lists_exports_and_resets(tmp_path):
 def test_wrong_types_from_an_http_caller_get_a_plain_message(tmp_path):
     room = room_for(tmp_path)
     assert "no submission number" in room.open_submission("teacher", "", 10 ** 30)["error"]["message"]
+    assert "give the number of a submission" in room.open_submission("teacher", "", None)["error"]["message"]
     for params in ([1, 2], "abc"):
         answer = room.submit("Ada", "vector_add", "x = 1", params)
         assert answer["error"]["stage"] == "parameters" and "params must be an object" in answer["error"]["message"]
@@ -551,3 +552,10 @@ def test_behind_a_proxy_the_user_header_names_the_student(tmp_path):
     finally:
         demo.close()
         cls.install(None)
+
+
+def test_the_board_says_no_where_a_target_was_missed_and_nothing_without_a_target():
+    rows = [{"rank": 1, "student": "Ada", "median_ms": 1.0, "speedup": 1.2, "met_target": True, "attempts": 2},
+            {"rank": 2, "student": "Bob", "median_ms": 3.0, "speedup": 0.4, "met_target": False, "attempts": 1}]
+    assert list(cls.board_frame({"rows": rows, "target_ms": 2.0})["target met"]) == ["yes", "no"]
+    assert list(cls.board_frame({"rows": rows, "target_ms": None})["target met"]) == ["", ""]

@@ -609,3 +609,12 @@ def test_the_code_is_marked_edited_only_when_the_setup_differs_from_the_compiled
     from playground.ui.views import edited_note
     assert edited_note(None, "a") == "" and edited_note("a", "a") == ""
     assert "Edited since this code was compiled" in edited_note("a", "b")
+
+
+def test_a_value_the_compile_will_refuse_is_told_before_the_compile():
+    a = ctl.controls_for(GEMM_DESCRIBE)
+    told = ctl.outside_space(a, {**a.defaults(), "M": "abc", "N": "0", "K": "", "block_N": "-128",
+                                 "swizzle_panel": "0"})
+    assert "not a whole number" in told["M"] and "not positive" in told["N"] and "is used" in told["K"]
+    assert "negative" in told["block_N"] and "swizzle_panel" not in told  # 0 is a swizzle panel the space offers
+    assert "may still compile" in ctl.outside_space(a, {**a.defaults(), "block_N": "96"})["block_N"]

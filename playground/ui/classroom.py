@@ -570,6 +570,8 @@ class Classroom:
         except (TypeError, ValueError, OverflowError):  # (SQLite's integers stop at 2**63)
             found = None
         if found is None:
+            if submission_id in (None, ""):
+                return error("parameters", "give the number of a submission (the # column of the list)")
             return error("parameters", f"no submission number {submission_id!r}")
         return {"ok": True, **found}
 
@@ -792,7 +794,8 @@ def board_frame(board: dict):
     import pandas as pd
     columns = ["rank", "student", "time (ms)", "speedup", "target met", "attempts"]
     rows = [[r["rank"], r["student"], round(r["median_ms"], 4),
-             None if r["speedup"] is None else round(r["speedup"], 2), "yes" if r.get("met_target") else "",
+             None if r["speedup"] is None else round(r["speedup"], 2),
+             "" if board.get("target_ms") is None else "yes" if r.get("met_target") else "no",  # (no target: blank)
              r["attempts"]] for r in (board.get("rows") or [])]
     return pd.DataFrame(rows, columns=columns)
 
@@ -1008,6 +1011,7 @@ def wire(page, demo) -> None:
         answer = classroom().import_roster(user_of(request), pw, text)
         if not answer.get("ok"):
             return f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>', ""
-        return (f'<div class="pg-status ok">{answer["students"]} students imported; hand each their password.'
+        n = answer["students"]
+        return (f'<div class="pg-status ok">{n} student{"" if n == 1 else "s"} imported; hand each their password.'
                 f'</div>', answer["csv"])
     page.roster_btn.click(roster, [page.teacher_pw, page.roster], [page.teacher_note, page.roster_out], **light)

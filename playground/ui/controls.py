@@ -273,8 +273,15 @@ def outside_space(controls: Controls, values: dict) -> dict[str, str]:
         v = text(values.get(c.name, c.default))
         if c.auto and v == AUTO_TILE:
             continue
-        if c.space and v not in c.space:
-            out[c.name] = f"{v} is outside the tuned space ({', '.join(c.space)})"
+        whole = re.fullmatch(r"-?\d+", text(c.factory or c.default))  # a size or a tile count, not a switch
+        if whole and v == "":
+            out[c.name] = f"empty: {c.factory or c.default} is used"
+        elif whole and not re.fullmatch(r"-?\d+", v):
+            out[c.name] = f"{v} is not a whole number: the compile will refuse it"
+        elif whole and int(v) < (1 if c.group == "problem" else 0):
+            out[c.name] = f"{v} is {'not positive' if c.group == 'problem' else 'negative'}: the compile will refuse it"
+        elif c.space and v not in c.space:
+            out[c.name] = f"{v} is outside the tuned space ({', '.join(c.space)}); it may still compile"
         elif not c.custom and v not in c.choices:
             out[c.name] = f"{v} is not one of {', '.join(c.choices)}"
     return out

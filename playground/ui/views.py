@@ -531,14 +531,14 @@ def edited_note(compiled_setup: str | None, setup: str) -> str:
 
 def params_note_html(error: dict | None, named: list[str], outside: dict[str, str]) -> str:
     """Beside the parameter controls: a resource error and the controls it names, and each value outside the
-    kernel's tuned space."""
+    kernel's tuned space or one the compile will refuse (controls.outside_space)."""
     parts = []
     if error and error.get("stage") == "resources":
         names = ", ".join(f"<code>{esc(n)}</code>" for n in named)
         parts.append(f'<div class="pg-param-error"><b>Too big for the GPU</b>{": " + names if names else ""} — '
                      f'{esc(error.get("message") or "")}</div>')
     if outside:
-        parts.append('<div class="pg-param-warn">Outside the tuned space (it may still compile): '
+        parts.append('<div class="pg-param-warn">Check these values: '
                      + "; ".join(f"<code>{esc(k)}</code> {esc(v)}" for k, v in outside.items()) + "</div>")
     return "".join(parts)
 
