@@ -257,6 +257,16 @@ def test_the_code_says_when_the_source_or_a_parameter_changed_since_it_was_compi
     page.wait_for_selector("#pg-code-note .pg-edited", state="visible")
 
 
+def test_a_session_the_server_ended_says_to_log_in_again_not_only_error(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    # What Gradio answers a session that a roster import ended: 401 on the next request.
+    page.route("**/queue/join*", lambda route: route.fulfill(status=401, content_type="application/json",
+                                                             body='{"detail": "Not authenticated"}'))
+    page.click("#pg-compile")
+    page.wait_for_selector("#pg-logged-out", state="visible")
+    assert "Reload the page to log in again" in page.inner_text("#pg-logged-out")
+
+
 def test_an_exercise_starter_comes_with_its_kernel_and_compiles(page, url):
     open_page(page, url, "?kernel=vector_add&N=4096")
     page.click("#pg-editor .cm-content")

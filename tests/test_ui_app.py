@@ -273,6 +273,21 @@ def test_edits_of_a_shipped_kernel_come_back_after_a_switch_and_reset_gives_the_
     assert unchanged[page.edited] == {}, "a kernel left at its original text has no edits to keep"
 
 
+def test_a_draft_holding_only_the_defaults_is_not_announced_as_restored():
+    from playground.ui import gateway, views
+    from playground.ui import controls as ctl
+    from playground.ui.layout import Page
+    page = Page()
+    page.build()
+    c = ctl.controls_for(gateway.describe("gemm"))
+    plain = {"kernel": "gemm", "source": gateway.original_source("gemm"), "values": c.defaults(),
+             "dtype": c.dtype, "arch": "auto", "tile_auto": True}
+    data = {comp: None for comp in page.setup} | {page.draft: plain}
+    assert views.READY in page.on_load(data, None)[page.status]
+    changed = {**plain, "values": {**c.defaults(), "M": "2048"}}
+    assert "Restored your draft of gemm" in page.on_load({**data, page.draft: changed}, None)[page.status]
+
+
 def test_new_kernel_over_ones_own_edited_kernel_offers_the_text_it_replaces():
     from playground.ui import own_kernel
     from playground.ui.layout import Page

@@ -436,9 +436,11 @@ class Page:
             notes.append("ignored unknown parameters: " + ", ".join(unknown))
         dtype = values.pop("dtype", c.dtype)
         edited = not gateway.is_original(kernel, source)
+        # (a draft that holds only the defaults, as after a first visit, is nothing to tell of)
+        restored_something = restored and bool(edited or ctl.changed(c, values, dtype) or arch != AUTO)
         text = (f"Loaded {kernel} from the link" + ("; your edited text of it is kept." if restored and edited
                                                     else ".") if from_link else
-                f"Restored your draft of {kernel}" + (" (edited)." if edited else ".") if restored else
+                f"Restored your draft of {kernel}" + (" (edited)." if edited else ".") if restored_something else
                 views.READY)
         if shared:
             said = classroom.summary_text(shared.get("summary"))

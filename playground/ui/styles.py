@@ -116,6 +116,8 @@ CSS = """
 .pg-error-useful pre { margin: 2px 0 0; white-space: pre-wrap; word-break: break-word; font-size: 0.82rem; }
 .pg-stale { background: #3d2e00; color: #f2cc60; border: 1px solid #9e6a03; border-radius: 6px 6px 0 0;
             padding: 4px 10px; font-size: 0.85rem; }
+#pg-logged-out { position: fixed; top: 0; left: 0; right: 0; z-index: 1000; padding: 8px 16px; font-weight: 600;
+                 background: #fef3c7; color: #78350f; border-bottom: 2px solid #b45309; text-align: center; }
 .pg-edited { border-left: 4px solid #b45309; padding: 3px 10px; font-size: 0.85rem; }
 #pg-code-note:not(:has(.pg-edited)) { display: none; }  /* (Gradio's block keeps its height when empty) */
 .pg-params-note:empty { display: none; }
@@ -331,6 +333,22 @@ HEAD = r"""
   document.addEventListener("keyup", (ev) => {
     if (/^(Arrow|Page|Home|End)/.test(ev.key)) setTimeout(markSelection, 0);
   });
+
+  // A session the server ended (a roster import that left this name out, a restart) answers 401, which Gradio
+  // shows as a bare "Error". Say what happened and what to do; the draft stays in this browser.
+  const fetchFirst = window.fetch;
+  window.fetch = async (...args) => {
+    const response = await fetchFirst(...args);
+    if (response.status === 401 && !document.getElementById("pg-logged-out")) {
+      const note = document.createElement("div");
+      note.id = "pg-logged-out";
+      note.setAttribute("role", "alert");
+      note.textContent = "You are logged out: your session on the server has ended. Reload the page to log in " +
+        "again; your draft is kept in this browser.";
+      document.body.prepend(note);
+    }
+    return response;
+  };
 })();
 </script>
 """
