@@ -267,6 +267,34 @@ def test_a_session_the_server_ended_says_to_log_in_again_not_only_error(page, ur
     assert "Reload the page to log in again" in page.inner_text("#pg-logged-out")
 
 
+def test_each_tab_reloads_its_own_draft_and_a_keystroke_just_before_a_reload_is_kept(page, url):
+    open_page(page, url, "?kernel=vector_add&N=4096")
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+Home")
+    page.keyboard.type("# tab A work\n")
+    time.sleep(1.0)
+    other = page.context.new_page()  # a second tab of the same browser: the same localStorage
+    open_page(other, url, "?kernel=softmax")
+    other.click("#pg-editor .cm-content")
+    other.keyboard.press("Control+Home")
+    other.keyboard.type("# tab B work\n")
+    time.sleep(1.5)  # B's draft is the browser's latest
+    page.reload(wait_until="domcontentloaded")
+    page.wait_for_selector("#pg-editor .cm-content")
+    wait_idle(page)
+    assert editor_text(page).startswith("# tab A work"), "a reload brings back this tab's own draft"
+    assert page.locator("#pg-kernel input").input_value() == "vector_add"
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+End")
+    page.keyboard.type("# the last keystroke")
+    page.reload(wait_until="domcontentloaded")  # at once: no time for the server's round trip
+    page.wait_for_selector("#pg-editor .cm-content")
+    wait_idle(page)
+    page.locator("#pg-editor .cm-content").press("Control+End")
+    assert "# the last keystroke" in editor_text(page)
+    other.close()
+
+
 def test_an_exercise_starter_comes_with_its_kernel_and_compiles(page, url):
     open_page(page, url, "?kernel=vector_add&N=4096")
     page.click("#pg-editor .cm-content")

@@ -16,7 +16,8 @@ from . import classroom  # share links, the exercise beside the editor, the boar
 from . import own_kernel  # "New kernel": a kernel of one's own, its controls read from its source (issue 18)
 from ..settings import Settings, current as current_settings
 from .highlight import code_html, source_line_choices
-from .styles import FORGET_LINK_JS, SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS
+from .styles import (FORGET_LINK_JS, SAVE_TAB_DRAFT_JS, SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS, TAB_DRAFT_JS,
+                     TYPED_TO_TAB_DRAFT_JS)
 
 DRAFT_KEY = "tilelang-playground-draft"
 EDITS_KEY = "tilelang-playground-edits"  # {shipped kernel: the user's edited text of it}
@@ -681,8 +682,12 @@ class Page:
                       *self.t_slots, self.params_note, self.param_help, self.verify, self.speed, self.speed_plot,
                       self.roofline_plot, self.own, self.entry, self.own_draft, self.shown, self.edited,
                       self.code_note}
-        demo.load(self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
-                  **light).then(None, None, None, js=FORGET_LINK_JS)
+        # The tab's own draft first, where it has one (styles.TAB_DRAFT_JS says why), then the page from it.
+        demo.load(None, [self.draft], [self.draft], js=TAB_DRAFT_JS).then(
+            self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
+            **light).then(None, None, None, js=FORGET_LINK_JS)
+        self.draft.change(None, [self.draft], None, js=SAVE_TAB_DRAFT_JS)
+        self.editor.input(None, [self.editor], None, js=TYPED_TO_TAB_DRAFT_JS)
         edits = {self.draft, self.share, self.py_dl, self.preset, self.params_note, *self.p_slots, *self.t_slots,
                  self.code_note}
         self.editor.input(self.on_edit, self.setup | {self.last}, edits, api_visibility="private",

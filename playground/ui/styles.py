@@ -366,6 +366,42 @@ FORGET_LINK_JS = """
 }
 """
 
+# One draft per tab. The draft in localStorage (a BrowserState) is shared by every tab of the browser, so a reload
+# of one tab used to bring back what another tab wrote last. Each tab also keeps its own copy in sessionStorage
+# (which a reload keeps and other tabs do not see): a reload starts from it, a new tab from the shared one. The
+# editor's text goes there as it is typed, with no round trip to the server, so a reload straight after a keystroke
+# keeps it.
+TAB_DRAFT_KEY = "tilelang-playground-tab-draft"
+SAVE_TAB_DRAFT_JS = """
+(draft) => {
+  // (not before TAB_DRAFT_JS has read the tab's copy: the shared draft, loaded first, would overwrite it)
+  try { if (draft && window.pgTabDraftRead) sessionStorage.setItem("%(key)s", JSON.stringify(draft)); } catch (e) {}
+  return [];
+}
+""" % {"key": TAB_DRAFT_KEY}
+TAB_DRAFT_JS = """
+(draft) => {
+  window.pgTabDraftRead = true;
+  try {
+    const mine = JSON.parse(sessionStorage.getItem("%(key)s") || "null");
+    if (mine && typeof mine === "object" && typeof mine.source === "string") return mine;
+  } catch (e) {}
+  return draft;
+}
+""" % {"key": TAB_DRAFT_KEY}
+TYPED_TO_TAB_DRAFT_JS = """
+(source) => {
+  try {
+    const mine = JSON.parse(sessionStorage.getItem("%(key)s") || "null");
+    if (mine && typeof mine === "object" && typeof source === "string") {
+      mine.source = source;
+      sessionStorage.setItem("%(key)s", JSON.stringify(mine));
+    }
+  } catch (e) {}
+  return [];
+}
+""" % {"key": TAB_DRAFT_KEY}
+
 # Scroll the editor to an error's line and flag its line number: gr.Code has no API for it, CodeMirror's DOM does.
 SCROLL_TO_ERROR_JS = """
 (line) => {
