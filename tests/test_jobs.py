@@ -499,3 +499,10 @@ def test_nvml_answers_no_gpu_cleanly_without_a_driver_and_the_settings_pick_the_
     assert [g["index"] for g in hardware.visible(four, Settings(inherited=(("CUDA_VISIBLE_DEVICES", "1,3"),)))] \
         == [1, 3]
     assert gpus.arch_of(9, 0) == "sm_90a" and gpus.arch_of(8, 0) == "sm_80" and gpus.arch_of(12, 0) == "sm_120"
+
+
+def test_a_source_over_the_size_limit_is_refused_before_any_job_starts():
+    from playground.engine.source import SOURCE_LIMIT
+    r = jobs.run_job("compile", "vector_add", "#" * (SOURCE_LIMIT + 1), {}, session="big")
+    assert not r["ok"] and r["error"]["stage"] == "python"  # a file's problem, as the engine's own check says
+    assert f"{SOURCE_LIMIT // 1024} KiB" in r["error"]["message"]

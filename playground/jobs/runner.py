@@ -149,7 +149,8 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     if source is not None and not isinstance(source, str):
         return error(action, kernel, "parameters", "the source must be text")
     if source is not None and len(source) > SOURCE_LIMIT:
-        return error(action, kernel, "parameters", f"the source is longer than {SOURCE_LIMIT // 1024} KiB")
+        return error(action, kernel, "python", f"the source is longer than the {SOURCE_LIMIT // 1024} KiB a kernel "
+                                               "file may have")  # (the stage the engine's own size check names)
     try:
         params = json.loads(json.dumps(params or {}))
         options = _clean_options(options)
