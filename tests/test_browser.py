@@ -91,6 +91,13 @@ def choose(page, dropdown, option: str) -> None:
     time.sleep(0.4)
 
 
+def type_at_top(page, text: str) -> None:
+    """Type `text` at the start of the source in the editor."""
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+Home")
+    page.keyboard.type(text)
+
+
 def type_value(page, dropdown, value: str) -> None:
     """Type a custom value into a Gradio dropdown that allows one."""
     box = dropdown.locator("input")
@@ -205,9 +212,7 @@ def test_ctrl_enter_compiles_and_ctrl_shift_enter_runs_from_inside_the_editor(pa
 
 def test_switching_kernel_mid_compile_drops_the_old_kernels_answer(page, url):
     open_page(page, url, "?kernel=vector_add&N=4096")
-    page.click("#pg-editor .cm-content")
-    page.keyboard.press("Control+Home")
-    page.keyboard.type(f"# not in the cache: {time.time()}\n")  # a real compile, seconds long
+    type_at_top(page, f"# not in the cache: {time.time()}\n")  # a real compile, seconds long
     page.click("#pg-compile")
     time.sleep(1.0)
     choose(page, page.locator("#pg-kernel"), "softmax")
@@ -224,9 +229,7 @@ def test_switching_kernel_mid_compile_drops_the_old_kernels_answer(page, url):
 
 def test_edits_of_a_kernel_come_back_when_the_user_switches_back_to_it(page, url):
     open_page(page, url, "?kernel=vector_add&N=4096")
-    page.click("#pg-editor .cm-content")
-    page.keyboard.press("Control+Home")
-    page.keyboard.type("# my vector add idea\n")
+    type_at_top(page, "# my vector add idea\n")
     time.sleep(1.0)
     choose(page, page.locator("#pg-kernel"), "softmax")
     page.wait_for_function("() => document.querySelector('#pg-editor .cm-line').innerText.startsWith('\"\"\"Row softmax')")
@@ -251,9 +254,7 @@ def test_the_code_says_when_the_source_or_a_parameter_changed_since_it_was_compi
     page.click("#pg-compile")
     assert "compiled vector_add" in wait_idle(page)
     page.wait_for_selector("#pg-code-note .pg-edited", state="detached")
-    page.click("#pg-editor .cm-content")
-    page.keyboard.press("Control+Home")
-    page.keyboard.type("# a comment\n")
+    type_at_top(page, "# a comment\n")
     page.wait_for_selector("#pg-code-note .pg-edited", state="visible")
 
 
@@ -269,15 +270,11 @@ def test_a_session_the_server_ended_says_to_log_in_again_not_only_error(page, ur
 
 def test_each_tab_reloads_its_own_draft_and_a_keystroke_just_before_a_reload_is_kept(page, url):
     open_page(page, url, "?kernel=vector_add&N=4096")
-    page.click("#pg-editor .cm-content")
-    page.keyboard.press("Control+Home")
-    page.keyboard.type("# tab A work\n")
+    type_at_top(page, "# tab A work\n")
     time.sleep(1.0)
     other = page.context.new_page()  # a second tab of the same browser: the same localStorage
     open_page(other, url, "?kernel=softmax")
-    other.click("#pg-editor .cm-content")
-    other.keyboard.press("Control+Home")
-    other.keyboard.type("# tab B work\n")
+    type_at_top(other, "# tab B work\n")
     time.sleep(1.5)  # B's draft is the browser's latest
     page.reload(wait_until="domcontentloaded")
     page.wait_for_selector("#pg-editor .cm-content")
@@ -297,9 +294,7 @@ def test_each_tab_reloads_its_own_draft_and_a_keystroke_just_before_a_reload_is_
 
 def test_an_exercise_starter_comes_with_its_kernel_and_compiles(page, url):
     open_page(page, url, "?kernel=vector_add&N=4096")
-    page.click("#pg-editor .cm-content")
-    page.keyboard.press("Control+Home")
-    page.keyboard.type("# my own work\n")
+    type_at_top(page, "# my own work\n")
     page.click("#pg-exercise")  # the accordion
     choose(page, page.locator("#pg-exercise-pick"), "Tiled GEMM on the tensor cores (tiled_gemm)")
     page.click("#pg-exercise-starter")
@@ -376,9 +371,7 @@ def test_stop_ends_a_job_that_hangs_and_the_next_compile_runs(page, url):
 
 def test_broken_source_shows_stage_line_and_log(page, url):
     open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
-    page.click("#pg-editor .cm-content")
-    page.keyboard.press("Control+Home")
-    page.keyboard.type("oops = undefined_name_in_line_one\n")
+    type_at_top(page, "oops = undefined_name_in_line_one\n")
     page.click("#pg-compile")
     status = wait_idle(page)
     assert "failed at line 1" in status, status
@@ -423,9 +416,7 @@ def test_a_share_link_opens_the_same_edits_in_another_browser(browser, url, tmp_
     page.set_default_timeout(60_000)
     open_page(page, url, "?kernel=softmax&M=1000&N=1000")
     choose(page, slot(page, "threads"), "128")
-    page.click("#pg-editor .cm-content")
-    page.keyboard.press("Control+Home")
-    page.keyboard.type("# shared edit, line one\n")
+    type_at_top(page, "# shared edit, line one\n")
     time.sleep(1.0)
     page.click("#pg-compile")  # the link carries the last result too
     assert "compiled softmax" in wait_idle(page)
@@ -440,9 +431,7 @@ def test_a_share_link_opens_the_same_edits_in_another_browser(browser, url, tmp_
     other = second.new_page()
     other.set_default_timeout(60_000)
     open_page(other, url, "?kernel=softmax")  # this browser's own edited draft, which the link will replace ...
-    other.click("#pg-editor .cm-content")
-    other.keyboard.press("Control+Home")
-    other.keyboard.type("# my own draft\n")
+    type_at_top(other, "# my own draft\n")
     time.sleep(1.5)
     other.goto(link, wait_until="domcontentloaded")
     other.wait_for_selector("#pg-editor .cm-content")
@@ -606,9 +595,7 @@ def test_source_and_cuda_side_by_side_at_1024_by_768(browser, url):
 
 def test_a_cold_compile_shows_its_stages_with_their_times(page, url):
     open_page(page, url, "?kernel=vector_add&N=4096")
-    page.click("#pg-editor .cm-content")
-    page.keyboard.press("Control+Home")
-    page.keyboard.type(f"# a cold compile: {time.time_ns()}\n")  # a source never compiled before
+    type_at_top(page, f"# a cold compile: {time.time_ns()}\n")  # a source never compiled before
     time.sleep(0.5)
     page.click("#pg-compile")
     seen, deadline, shot_taken = [], time.monotonic() + 240, False
@@ -657,9 +644,7 @@ def test_a_failed_compile_marks_the_cuda_stale_and_a_failed_sweep_shows_in_its_t
     page.click("#pg-compile")
     assert "compiled vector_add" in wait_idle(page)
     assert page.locator("#pg-cuda .pg-stale").count() == 0
-    page.click("#pg-editor .cm-content")
-    page.keyboard.press("Control+Home")
-    page.keyboard.type("this is not python\n")
+    type_at_top(page, "this is not python\n")
     page.click("#pg-compile")
     assert "failed" in wait_idle(page)
     page.wait_for_selector("#pg-cuda .pg-stale")

@@ -347,8 +347,8 @@ def hopper_only(err: StageError, kernel: Kernel, arch: str) -> StageError:
         err.message = (f"{err.message} — sm_90 leaves out Hopper's own instructions (wgmma, setmaxnreg), which this "
                        "kernel uses on Hopper: pick sm_90a")
     else:
-        err.message = (f"{err.message} — {arch} has no wgmma or setmaxnreg (Hopper's own instructions, sm_90a only), "
-                       "which this kernel uses on Hopper")
+        err.message = (f"{err.message} — this kernel uses Hopper's own instructions (wgmma, setmaxnreg), made for "
+                       f"sm_90a; {arch} lacks some of them")
     return err
 
 
