@@ -186,19 +186,11 @@ def plain_forward(fa):
 DTYPES = ["float16", "bfloat16"]
 
 # The consumer warpgroups (threads / 128) split block_M, 64 rows each: block_M = 64, 128, 192 go with threads = 128,
-# 256, 384, and other pairs fail to compile (one warpgroup holding a 128 × 128 tile spills). Tuned on the H200
-# (bench/README.md): 128 × 128 with two warpgroups at head dim 128, 192 × 128 with three at 64 (in PRESETS).
+# 256, 384 (TIED: of the two, the one a user leaves on auto follows the one they set), and other pairs fail to
+# compile (one warpgroup holding a 128 × 128 tile spills). Tuned on the H200 (bench/README.md): 128 × 128 with two
+# warpgroups at head dim 128, 192 × 128 with three at 64 (in PRESETS).
 SPACE = {"block_M": [64, 128, 192], "block_N": [64, 128], "num_stages": [1, 2], "threads": [128, 256, 384]}
-
-
-def follow_user(tile, given):
-    """What the engine picks must fit what the user set: block_M and threads go together (above), so the one the
-    user left to the engine follows the one they set."""
-    if "block_M" in given and "threads" not in given:
-        return {"threads": 2 * tile["block_M"]}
-    if "threads" in given and "block_M" not in given:
-        return {"block_M": tile["threads"] // 2}
-    return {}
+TIED = {("block_M", "threads"): [(64, 128), (128, 256), (192, 384)]}
 
 # Which schedule runs, and the refinements of the Hopper ones (their files say what each does and what it measured):
 #   overlap=False      the plain loop above: for comparison, and for GPUs before Hopper (T.wgmma_gemm needs sm_90a)
@@ -213,9 +205,8 @@ OPTIONS = {"overlap": [True, False], "pingpong": [False, True], "extra_step": [T
            "fence_wait": [True, False], "two_p": [True, False], "lazy_rescale": [True, False],
            "persistent": [False, True]}
 
-# What the head-dim-64 presets change: three consumer warpgroups taking turns; their 160 registers a thread leave
-# no room for a second P (two_p spills); the fence lost 3-4% there, the lazy rescale 4% (and +1% causal, within the
-# spread; bench/README.md).
+# The head-dim-64 presets' config: three consumer warpgroups taking turns; 160 registers a thread leave no room for a
+# second P (two_p spills); the fence cost 3-4% there, the lazy rescale 4% (causal +1%, in the spread; bench/README.md).
 _DIM64 = dict(block_M=192, threads=384, pingpong=True, fence_wait=False, two_p=False, lazy_rescale=False)
 
 PRESETS = {
@@ -225,8 +216,7 @@ PRESETS = {
     # tuned: at head dim 64 the exps outweigh the GEMMs; three consumer warpgroups taking turns hide them best
     "4×32×8192×64": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=False, group_size=1, **_DIM64),
     "4×32×8192×64 causal": dict(batch=4, heads=32, seq_len=8192, dim=64, causal=True, group_size=1, **_DIM64),
-    "2×8×1000×128 (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=False, group_size=1,
-                                  persistent=True),
+    "2×8×1000×128 (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=False, group_size=1, persistent=True),
     "2×8×1000×128 causal (ragged)": dict(batch=2, heads=8, seq_len=1000, dim=128, causal=True, group_size=1),
     # grouped-query attention as in Llama 3 8B: 32 query heads, 8 key/value heads (no tuned config: the engine picks)
     "8×32×4096×128 causal, 8 KV heads (Llama 3)": dict(batch=8, heads=32, seq_len=4096, dim=128, causal=True,

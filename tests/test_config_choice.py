@@ -303,8 +303,9 @@ def test_what_the_user_sets_never_meets_a_rule_config_the_kernel_refuses(asked, 
                                             (dict(block_M=192), dict(threads=384)),
                                             (dict(threads=128), dict(block_M=64))])
 def test_the_parameter_the_user_left_to_the_engine_follows_the_one_they_set(asked, follows):
-    """flash_attention's block_M and threads go together (a warpgroup per 64 query rows): block_M = 64 with the
-    rule's 256 threads failed to compile ("Layout infer conflict"), the choice a student makes from the list."""
+    """flash_attention's block_M and threads go together (its TIED: a warpgroup per 64 query rows): block_M = 64
+    with the rule's 256 threads failed to compile ("Layout infer conflict"), the choice a student makes from the
+    list."""
     from playground.engine.compile import compile_kernel
     kernel = catalogue.load("flash_attention")
     config = kernel.resolve({"batch": 1, "heads": 2, "seq_len": 1024, "dim": 128, "causal": True, **asked})

@@ -480,7 +480,7 @@ def test_a_source_over_the_size_cap_is_refused(tmp_path, jobs_server):
     big = FIXED + "#" * (300 * 1024) + "\n"
     code, result = cli_json("describe", str(write(tmp_path, big)))
     assert code == 1 and "KiB" in result["error"]["message"]
-    assert jobs_server.run_job("compile", "", big, {}, session="big")["error"]["stage"] == "parameters"
+    assert jobs_server.run_job("compile", "", big, {}, session="big")["error"]["stage"] == "python"
 
 
 def test_a_file_that_is_not_utf8_is_refused_with_its_line(tmp_path):

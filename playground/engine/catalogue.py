@@ -288,15 +288,24 @@ class Kernel:
             choice = config_choice.Choice({n: self.defaults[n] for n in self.tile_names if n in self.defaults},
                                           "default")
             tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
-        follow = getattr(self.module, "follow_user", None)
-        if tile_values and callable(follow):  # the kernel file's own ties between parameters (flash_attention's
-            # block_M and threads): what the engine picked follows what the user set, never the other way round
-            tile.update({n: v for n, v in call_with(follow, tile=dict(tile), given=set(tile_values)).items()
-                         if n in tile and n not in tile_values})
+        tile.update(self.follow_user(tile, tile_values))
         for name, allowed in self.options.items():
             if name in tile and tile[name] not in allowed:
                 raise StageError("parameters", f"{name} must be one of {allowed}, not {tile[name]!r}")
         return Config(problem, dtype, tile, choice.picked_by, choice.tuned_for, tuple(tile_values))
+
+    def follow_user(self, tile: dict, given: dict) -> dict:
+        """The kernel file's TIED parameters ({names: the value tuples that go together}, flash_attention's block_M
+        and threads): those the user left to the engine follow those they set, never the other way round."""
+        out = {}
+        for names, together in getattr(self.module, "TIED", {}).items():
+            set_by_user = [i for i, n in enumerate(names) if n in given]
+            if not set_by_user or len(set_by_user) == len(names):
+                continue
+            fits = [t for t in together if all(t[i] == given[names[i]] for i in set_by_user)]
+            if fits:  # (a value outside the ties is the user's to try: the rest stays as picked)
+                out.update({n: fits[0][i] for i, n in enumerate(names) if n not in given and n in tile})
+        return out
 
     def _consistent(self, tile: dict) -> bool:
         """Whether the kernel file's own `check_options` (where it has one) accepts this combination of options."""
