@@ -22,7 +22,10 @@ needs to compile, check and time it. The names it must define:
 and may define OPTIONS ({name: [values]}: choices that are not tuned, such as the epilogue's activation),
 `pick_config(...)` (the tile parameters for a problem no one set or tuned them for: the kernel's rule, each line
 saying why) and `shape_class(...)` (which problems a tuned config carries over to); config_choice.py says how they,
-the presets and the tables of tuned configs in kernels/tuned/ make the config a request gets.
+the presets and the tables of tuned configs in kernels/tuned/ make the config a request gets. Also optional:
+`check_options(...)` (refuses option combinations no schedule implements), TIED ({(names): [value tuples that go
+together]}: of tied parameters, those a request leaves out follow those it sets) and BENCH_BASELINES (like BASELINES,
+but timed by the benchmark only: too slow to set up for every run).
 
 Any other TileLang file is a kernel too (user_kernel.py): a `@tilelang.jit` function, a function returning a
 `@T.prim_func` or a module-level `@T.prim_func`; for it every name above is optional and inferred where missing.
