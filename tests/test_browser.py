@@ -593,6 +593,16 @@ def test_source_and_cuda_side_by_side_at_1024_by_768(browser, url):
     context.close()
 
 
+def test_at_a_phones_width_the_kernel_and_start_pickers_show_their_names_whole(browser, url):
+    context = browser.new_context(viewport={"width": 400, "height": 900})
+    page = context.new_page()
+    open_page(page, url, "?kernel=flash_attention")
+    for picker in ("#pg-kernel input", "#pg-new-from input"):
+        cut = page.locator(picker).evaluate("e => e.scrollWidth > e.clientWidth")
+        assert not cut, f"{picker}: its text runs under the arrow"
+    context.close()
+
+
 def test_a_cold_compile_shows_its_stages_with_their_times(page, url):
     open_page(page, url, "?kernel=vector_add&N=4096")
     type_at_top(page, f"# a cold compile: {time.time_ns()}\n")  # a source never compiled before

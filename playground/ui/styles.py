@@ -118,6 +118,9 @@ CSS = """
             padding: 4px 10px; font-size: 0.85rem; }
 #pg-logged-out { position: fixed; top: 0; left: 0; right: 0; z-index: 1000; padding: 8px 16px; font-weight: 600;
                  background: #fef3c7; color: #78350f; border-bottom: 2px solid #b45309; text-align: center; }
+/* A phone's width: the kernel and "New kernel from" pickers take a row of their own, so their names show whole
+   (side by side they were cut under the dropdown arrow: "flash_attentio"). */
+@media (max-width: 520px) { #pg-kernel, .form:has(> #pg-new-from) { min-width: 100% !important; } }
 .pg-edited { border-left: 4px solid #b45309; padding: 3px 10px; font-size: 0.85rem; }
 #pg-code-note:not(:has(.pg-edited)) { display: none; }  /* (Gradio's block keeps its height when empty) */
 .pg-params-note:empty { display: none; }
