@@ -60,6 +60,31 @@ def error(stage: str, message: str, **extra) -> dict:
                                    "log": extra.pop("log", "")}, **extra}
 
 
+class Recent:
+    """Per key (a user), the times of recent events of one kind (wrong teacher passwords, new share links) within
+    `window` seconds; thread-safe, and keys whose events have all aged out are forgotten once there are many."""
+
+    def __init__(self, window: float, clock=time.monotonic):
+        self.window, self.clock = window, clock
+        self.times: dict[str, list[float]] = {}
+        self.lock = threading.Lock()
+
+    def wait(self, key: str, limit: int) -> float | None:
+        """Seconds until `key` has fewer than `limit` events in the window again, or None if it has now."""
+        now = self.clock()
+        with self.lock:
+            recent = [t for t in self.times.get(key, []) if now - t < self.window]
+            self.times[key] = recent
+            return recent[0] + self.window - now if len(recent) >= limit else None
+
+    def add(self, key: str) -> None:
+        now = self.clock()
+        with self.lock:
+            self.times.setdefault(key, []).append(now)
+            if len(self.times) > 10000:
+                self.times = {k: v for k, v in self.times.items() if v and now - v[-1] < self.window}
+
+
 def user_name(name) -> str:
     """A user name as the class knows it: runs of white space as one space, none at the ends."""
     return " ".join(str(name or "").split())
@@ -181,10 +206,8 @@ class Classroom:
         self.class_password = class_password if class_password is not None else self.settings.password
         self._submitting: set[str] = set()
         self._submitting_lock = threading.Lock()
-        self._teacher_misses: dict[str, list[float]] = {}  # who gave a wrong teacher password, when
-        self._teacher_misses_lock = threading.Lock()
-        self._shares: dict[str, list[float]] = {}  # who made new share links, when
-        self._shares_lock = threading.Lock()
+        self._teacher_misses = Recent(self.TEACHER_WINDOW)  # who gave a wrong teacher password, when
+        self._shares = Recent(self.SHARE_WINDOW)  # who made new share links, when
         self.on_roster: list = []  # called after a roster import (serve(): end the sessions of names not on it)
 
     @property
@@ -237,18 +260,12 @@ class Classroom:
 
     def _count_share(self, who: str) -> dict | None:
         """Count a new share of `who`, or the refusal when they have made SHARES in the window."""
-        now = time.monotonic()
-        with self._shares_lock:
-            made = [t for t in self._shares.get(who, []) if now - t < self.SHARE_WINDOW]
-            if len(made) >= self.SHARES:
-                self._shares[who] = made
-                wait = max(1, math.ceil(made[0] + self.SHARE_WINDOW - now))
-                return error("busy", f"{len(made)} new share links in {self.SHARE_WINDOW / 60:g} minutes is the most "
-                                     f"one person may make: try again in {wait} s (a link to the same code and "
-                                     "result as before needs no new one)")
-            self._shares[who] = made + [now]
-            if len(self._shares) > 10000:  # forget those whose shares have all aged out
-                self._shares = {k: v for k, v in self._shares.items() if v and now - v[-1] < self.SHARE_WINDOW}
+        wait = self._shares.wait(who, self.SHARES)
+        if wait is not None:
+            return error("busy", f"{self.SHARES} new share links in {self.SHARE_WINDOW / 60:g} minutes is the most "
+                                 f"one person may make: try again in {max(1, math.ceil(wait))} s (a link to the same "
+                                 "code and result as before needs no new one)")
+        self._shares.add(who)
         return None
 
     def open_share(self, share_id: str) -> dict:
@@ -504,17 +521,13 @@ class Classroom:
             return None
         # A student giving the teacher password: guesses are limited per student (the login's own throttle keeps
         # them from coming back under many names), and never slow anyone else down.
-        who, now = user_name(username or "anonymous")[:NAME_LIMIT], time.monotonic()
-        with self._teacher_misses_lock:
-            misses = [t for t in self._teacher_misses.get(who, []) if now - t < self.TEACHER_WINDOW]
-            self._teacher_misses[who] = misses
-            if len(misses) >= self.TEACHER_TRIES:
-                wait = math.ceil(misses[0] + self.TEACHER_WINDOW - now)
-                return error("permission", f"too many wrong teacher passwords from {who}: try again in {wait} s")
+        who = user_name(username or "anonymous")[:NAME_LIMIT]
+        if (wait := self._teacher_misses.wait(who, self.TEACHER_TRIES)) is not None:
+            return error("permission", f"too many wrong teacher passwords from {who}: try again in "
+                                       f"{math.ceil(wait)} s")
         if not self.is_teacher(None, teacher_password):
             if teacher_password:
-                with self._teacher_misses_lock:
-                    self._teacher_misses.setdefault(who, []).append(now)
+                self._teacher_misses.add(who)
                 log.warning("a wrong teacher password from %r", who)
             return error("permission", "only the teacher may do this: log in as 'teacher' or give the teacher "
                                        "password")
