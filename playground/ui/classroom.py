@@ -903,15 +903,13 @@ def wire(page, demo) -> None:
         if not share_id or not isinstance(draft, dict) or not isinstance(draft.get("source"), str):
             return gr.update(visible=False)
         from . import gateway
-        from .layout import download_path
+        from .layout import offer_kept
         kernel = str(draft.get("kernel") or "kernel")
         shared = classroom().store.get_share(share_id)
         if gateway.is_original(kernel, draft["source"]) or (shared and shared["source"] == draft["source"]):
             return gr.update(visible=False)
-        session = getattr(request, "session_hash", None)
-        return gr.update(value=download_path(session, f"{re.sub(r'[^A-Za-z0-9_-]', '', kernel)}-my-draft.py",
-                                             draft["source"]),
-                         visible=True, label=f"Your own {kernel} draft, replaced by this link: download it")
+        return offer_kept(request, kernel, "-my-draft.py", draft["source"],
+                          f"Your own {kernel} draft, replaced by this link: download it")
     demo.load(keep_draft, page.draft, page.kept_draft, **light)
 
     def on_exercise(name):
@@ -926,17 +924,15 @@ def wire(page, demo) -> None:
         compiles the editor as the kernel picked, and a gemm starter read as vector_add has no kernel to build.
         The text it replaces, if edited, is offered as a download."""
         from . import gateway
-        from .layout import download_path
+        from .layout import offer_kept
         ex = classroom().exercises_by_name().get(data[page.exercise] or "")
         if ex is None:
             return {page.status: '<div class="pg-status idle">Pick an exercise first.</div>'}
-        session = getattr(request, "session_hash", None)
         before, kernel_before = data[page.editor] or "", data[page.kernel]
         kept = gr.update(visible=False)
         if before.strip() and before != ex.starter and not gateway.is_original(kernel_before, before):
-            kept = gr.update(value=download_path(session, f"{re.sub(r'[^A-Za-z0-9_-]', '', str(kernel_before))}"
-                                                          "-before-the-starter.py", before),
-                             visible=True, label="Your text before the starter: download it")
+            kept = offer_kept(request, kernel_before, "-before-the-starter.py", before,
+                              "Your text before the starter: download it")
         status = (f'<div class="pg-status idle">The starter of {views.esc(ex.title)} is in the editor, as '
                   f'{views.esc(ex.factory)}: compile it, then make it faster and Submit.</div>')
         if ex.factory not in page.names:  # a kernel of the teacher's own: the text alone

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import re
 import threading
 import time
 
@@ -34,6 +35,14 @@ LEGEND = ('<div class="pg-legend">Click or select lines in the editor, or hover 
 def download_path(session: str | None, filename: str, text: str) -> str:
     """Write a download in this student's own folder, 0700, removed when old (downloads.py; Gradio copies it)."""
     return downloads.write(session, filename, text)
+
+
+def offer_kept(request: gr.Request | None, kernel: str, suffix: str, text: str, label: str):
+    """The "kept" download button (page.kept_draft) offering the user's text that something is about to replace (a
+    share link, an exercise's starter, New kernel): `<kernel><suffix>` in this tab's download folder."""
+    filename = re.sub(r"[^A-Za-z0-9_-]", "", str(kernel)) + suffix
+    return gr.update(value=download_path(getattr(request, "session_hash", None), filename, text), visible=True,
+                     label=label)
 
 
 def plot(figure):

@@ -258,13 +258,12 @@ def on_new(page, data: dict, request, progress=gr.Progress()) -> dict:
 
 def replaced(page, data: dict, request):
     """One's own kernel replaced by a new one: its text, unless it is a start unchanged, offered as a download."""
-    from .layout import download_path
+    from .layout import offer_kept
     text = data.get(page.editor) or ""
-    unchanged = text == template_source() or any(text == starting_source(k) for k in page.names)
+    unchanged = text == template_source() or any(gateway.is_original(k, text) for k in page.names)
     if not is_own(page, data) or not text.strip() or unchanged:
         return gr.update(visible=False)
-    return gr.update(value=download_path(getattr(request, "session_hash", None), "my-kernel-before-new.py", text),
-                     visible=True, label="Your kernel before New kernel: download it")
+    return offer_kept(request, "my-kernel", "-before-new.py", text, "Your kernel before New kernel: download it")
 
 
 def shipped_values(page, data: dict, start: str, request) -> dict:
