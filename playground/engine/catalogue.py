@@ -131,18 +131,23 @@ class Kernel:
                 {n: v for n, v in preset.items() if n in tile_names})
 
     @property
+    def _presets_declared(self) -> dict:
+        """PRESETS as the kernel file wrote it: sizes and, for some, the tile tuned for them."""
+        return self.module.PRESETS
+
+    @property
     def presets(self) -> dict[str, dict]:
         """{label: problem sizes}: the sizes part of each preset."""
-        return {k: self._split(p)[0] for k, p in self.module.PRESETS.items()}
+        return {k: self._split(p)[0] for k, p in self._presets_declared.items()}
 
     @property
     def tuned(self) -> dict[str, dict]:
         """{label: tile parameters}: the presets that carry a config tuned for their size."""
-        return {k: tile for k, p in self.module.PRESETS.items() if (tile := self._split(p)[1])}
+        return {k: tile for k, p in self._presets_declared.items() if (tile := self._split(p)[1])}
 
     def tuned_tile(self, problem: dict) -> dict:
         """The tile parameters tuned for exactly this problem (from its preset), or {}."""
-        for preset in self.module.PRESETS.values():
+        for preset in self._presets_declared.values():
             sizes, tile = self._split(preset)
             if tile and all(problem.get(n) == v for n, v in sizes.items()):
                 return tile

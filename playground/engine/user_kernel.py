@@ -374,21 +374,6 @@ class UserKernel(Kernel):
         return dict(self._declared("PRESETS", "presets", default={}) or {})
 
     @property
-    def presets(self) -> dict[str, dict]:
-        return {k: self._split(p)[0] for k, p in self._presets_declared.items()}
-
-    @property
-    def tuned(self) -> dict[str, dict]:
-        return {k: tile for k, p in self._presets_declared.items() if (tile := self._split(p)[1])}
-
-    def tuned_tile(self, problem: dict) -> dict:
-        for preset in self._presets_declared.values():
-            sizes, tile = self._split(preset)
-            if tile and all(problem.get(n) == v for n, v in sizes.items()):
-                return tile
-        return {}
-
-    @property
     def baselines(self) -> dict[str, Callable]:
         return dict(self._declared("BASELINES", "baselines", default={}) or {})
 
