@@ -564,6 +564,159 @@ def test_verification_failure_names_the_check_shape_and_the_criterion():
     assert "relative error" in err.message and "outside atol" in err.message and "index [0, 1]" in err.message
 
 
+# -- unusual but valid files ---------------------------------------------------------------------------------------
+DYNAMIC = '''import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def dyn_add(N: int = 1024, block: int = 256):
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+            for i, j in T.Parallel(block, N):
+                if bx * block + i < M:
+                    C[bx * block + i, j] = A[bx * block + i, j] + B[bx * block + i, j]
+    return main
+
+
+def reference(a, b):
+    return a + b
+'''
+
+SUM_DIFF = '''import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def sum_diff(M, N, *, block: int = 32, dtype: str = "float16"):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype),
+             S: T.Tensor((M, N), dtype), D: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128) as (bx, by):
+            for i, j in T.Parallel(block, block):
+                y, x = by * block + i, bx * block + j
+                S[y, x] = A[y, x] + B[y, x]
+                D[y, x] = A[y, x] - B[y, x]
+    return main
+
+
+def reference(a, b):
+    return a + b, a - b
+'''
+
+DECLARED = '''import numpy as np
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def scale(M, N, block_M: int = 32, block_N: int = 64, relu: bool = False):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            for i, j in T.Parallel(block_M, block_N):
+                C[by * block_M + i, bx * block_N + j] = A[by * block_M + i, bx * block_N + j] * 2
+    return main
+
+
+SPACE = {
+    "block_M": [32, 64],
+    "block_N": [64, 128],
+}
+OPTIONS = {"relu": [False, True]}
+PRESETS = {
+    "1024²": dict(M=1024, N=1024),
+    "tall": dict(M=4096, N=np.int64(256)),
+}
+CHECK_SHAPES = [dict(M=33)]
+'''
+
+
+def test_a_dynamic_shape_is_a_size_to_make_inputs_of_and_compiles(tmp_path):
+    """T.symbolic("M"): the kernel compiles for any M, so M is no argument of the function, but the page asks for it
+    (inputs are made at one size); the grid of the compiled kernel is given at that size."""
+    import torch
+    from playground.engine import catalogue
+    from playground.engine.compile import build, make_prim_func
+    from playground.engine.user_kernel import static_shape
+    k = catalogue.load(str(write(tmp_path, DYNAMIC)))
+    params = {p["name"]: p for p in k.describe()["parameters"]}
+    assert params["M"]["required"] and params["M"]["source"] == "T.symbolic" and k.problem_names == ["M"]
+    config = k.resolve({"M": 1000})
+    assert "M" not in k.call_kwargs(config), "not an argument of dyn_add"
+    func = make_prim_func(k, config)
+    inputs = k.make_inputs(k.run_params(config), func, "cpu", torch.Generator().manual_seed(0))
+    assert [tuple(t.shape) for t in inputs] == [(1000, 1024), (1000, 1024)]
+    output = [func.buffer_map[p] for p in func.params][k.output_positions(func)[0]]
+    assert static_shape(output, k.run_params(config)) == [1000, 1024]
+    assert k.bytes_moved(config) == 3 * 1000 * 1024 * 4
+    result = build(k, config, "sm_90a").result
+    assert result["ok"] and result["resources"]["grid"] == [4, 1, 1] and result["resources"]["threads"] == 128
+
+
+def test_integer_outputs_must_equal_the_reference_exactly():
+    """One wrong int among 4096 is a relative error of ~1e-3: under any float threshold, yet a wrong kernel."""
+    import torch
+    from playground.engine.verify import compare
+    ref = torch.arange(4096, dtype=torch.int32)
+    wrong = ref.clone()
+    wrong[7] += 1
+    v = compare(wrong, ref, "int32")
+    assert not v["passed"] and v["criterion"] == "exact" and v["mismatches"] == 1
+    assert "1 of 4096" in v["message"] and "index [7]" in v["message"] and "exactly" in v["message"]
+    assert compare(ref.clone(), ref, "int32")["passed"] and compare(ref.float(), ref, "float32")["passed"]
+
+
+def test_two_outputs_come_from_the_references_tuple_and_keyword_only_tiles_are_parameters(tmp_path):
+    from playground.engine import catalogue
+    from playground.engine.compile import make_prim_func
+    k = catalogue.load(str(write(tmp_path, SUM_DIFF)))
+    assert k.problem_names == ["M", "N"] and k.tile_names == ["block"] and k.dtypes[0] == "float16"
+    func = make_prim_func(k, k.resolve({"M": 64, "N": 64, "block": "16"}))
+    assert k.output_positions(func) == [2, 3], "reference(a, b) takes two inputs: the other two buffers are outputs"
+
+
+def test_numpy_numbers_in_the_declarations_are_plain_numbers(tmp_path):
+    """A preset's np.int64 reached the compile cache's JSON key and failed there as an internal error."""
+    from playground.engine import catalogue
+    k = catalogue.load(str(write(tmp_path, DECLARED)))
+    config = k.resolve({"preset": "tall"})
+    assert type(config.problem["N"]) is int and json.dumps(config.to_json()) and json.dumps(k.describe())
+
+
+@pytest.mark.parametrize("old, new, message, needle", [
+    ('"block_N": [64, 128]', '"block_K": [64, 128]', "SPACE names 'block_K', which scale does not take",
+     '"block_K"'),
+    ('OPTIONS = {"relu": [False, True]}', 'OPTIONS = {"gelu": [False, True]}', "OPTIONS names 'gelu'", "OPTIONS"),
+    ('dict(M=4096, N=np.int64(256))', 'dict(M=4096, K=256)', "preset 'tall' gives 'K', which scale does not take",
+     '"tall"'),
+    ('dict(M=4096, N=np.int64(256))', 'dict(M=4096)', "preset 'tall' gives no N, and the source has no default",
+     '"tall"'),
+    ('CHECK_SHAPES = [dict(M=33)]', 'CHECK_SHAPES = [dict(m=33)]', "CHECK_SHAPES gives 'm'", "CHECK_SHAPES"),
+    ('SPACE = {', 'SPACE = 64\nX = {', "SPACE must be a dict of tile parameter name", "SPACE"),
+])
+def test_declarations_naming_what_the_kernel_lacks_are_refused_at_their_line(tmp_path, old, new, message, needle):
+    """A typo in SPACE (block_K for block_N) was dropped without a word: never tuned, never shown; a preset without a
+    size the source needs ran on whatever size the page held before."""
+    from playground.engine import catalogue
+    from playground.engine.errors import StageError
+    text = DECLARED.replace(old, new)
+    with pytest.raises(StageError) as err:
+        catalogue.load(str(write(tmp_path, text)))
+    assert err.value.stage == "definition" and message in err.value.message
+    assert err.value.line == line_of(text, needle)
+
+
+def test_a_files_other_kernel_is_not_refused_for_the_declarations_of_the_kernel_named_like_the_file():
+    """kernels/gemm.py's OPTIONS (warp_specialized) are gemm's: picking gemm_pipelined of that file still loads."""
+    from playground.engine import catalogue
+    k = catalogue.load(str(ROOT / "kernels" / "gemm.py"), entry="gemm_pipelined")
+    assert k.name == "gemm_pipelined" and "warp_specialized" not in k.tile_names
+
+
 # -- on the GPU ------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_a_user_kernel_with_a_reference_verifies_and_is_timed_against_its_baselines(tmp_path):

@@ -446,8 +446,10 @@ def make_prim_func(kernel: Kernel, config: Config):
     return func
 
 
-def launch_info(jit) -> dict[str, Any]:
-    """Grid, block and dynamic shared memory from the lowered device module."""
+def launch_info(jit, sizes: dict | None = None) -> dict[str, Any]:
+    """Grid, block and dynamic shared memory from the lowered device module. A dynamic shape's (T.symbolic) extent
+    is its value at `sizes` (the problem's), else its expression as text: the kernel launches for any value."""
+    from .user_kernel import concrete
     info: dict[str, Any] = {}
     device_mod = getattr(getattr(jit, "artifact", None), "device_mod", None)
     if device_mod is None:
@@ -456,7 +458,8 @@ def launch_info(jit) -> dict[str, Any]:
         attrs = func.attrs or {}
         if "thread_extent" not in attrs:
             continue
-        ext = {str(k): int(v) for k, v in attrs["thread_extent"].items()}
+        ext = {str(k): e if (e := concrete(v, sizes)) is not None else str(v)
+               for k, v in attrs["thread_extent"].items()}
         info["grid"] = [ext.get(f"blockIdx.{a}", 1) for a in "xyz"]
         info["block"] = [ext.get(f"threadIdx.{a}", 1) for a in "xyz"]
         info["dynamic_shared_bytes"] = int(attrs.get("dyn_shared_memory_buf", 0) or 0)
@@ -530,7 +533,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
     kernel_dirs = kernel_module_dirs(user_file)
     cuda, line_map, origins, origin_files = split_line_directives_with_origins(
         jit.get_kernel_source(), user_file, kernel.source, kernel_dirs)
-    launch = launch_info(jit)
+    launch = launch_info(jit, config.problem)
     dynamic = launch.pop("dynamic_shared_bytes", None)
     resources = {
         "registers": figures.get("registers"),
@@ -542,7 +545,8 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         "spill_loads": figures.get("spill_loads"),
         "stack_bytes": figures.get("stack_bytes"),
         "sass_mix": sass_mix(sass),
-        "threads": (launch["block"][0] * launch["block"][1] * launch["block"][2]) if "block" in launch else None,
+        "threads": (launch["block"][0] * launch["block"][1] * launch["block"][2])
+                   if all(isinstance(b, int) for b in launch.get("block") or ["none"]) else None,
         **launch,
     }
     # What cannot launch is an error here, before anything is called compiled; what will be slow, a warning.

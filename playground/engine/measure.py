@@ -25,6 +25,7 @@ from . import device, parallel_compile as parallel
 from .catalogue import Config, Kernel, call_with
 from .compile import build
 from .errors import StageError, clip, format_exception
+from .user_kernel import static_shape
 from .verify import compare, poisoned, torch_dtype, unchecked
 
 Progress = Callable[[str, float], None]  # (what is happening, fraction of this measurement done)
@@ -174,7 +175,8 @@ class Runner:
         if not outs or len(params) - len(outs) != len(self.inputs):
             raise StageError("definition", f"{len(self.inputs)} inputs were made but the kernel has {len(params)} "
                                            f"buffers, of which {len(outs)} are outputs")
-        self.outputs = [poisoned([int(s) for s in params[i].shape], torch_dtype(str(params[i].dtype)), "cuda")
+        # (a dynamic shape's outputs at the problem's values of its T.symbolic sizes)
+        self.outputs = [poisoned(static_shape(params[i], self.params), torch_dtype(str(params[i].dtype)), "cuda")
                         for i in outs]
         given = iter(self.inputs)
         self.args = [self.outputs[outs.index(i)] if i in outs else next(given) for i in range(len(params))]

@@ -36,8 +36,8 @@ def build_jit(kernel: Kernel, config: Config, arch: str | None):
     except Exception as exc:
         raise explain(tilelang_error(exc, str(kernel.path)), kernel, prim_func, arch) from None
     # What cannot launch (shared memory, threads) fails here, as in the full compile, not as a refused launch.
-    launch = launch_info(jit)
-    if "block" in launch:
+    launch = launch_info(jit, config.problem)
+    if all(isinstance(b, int) for b in launch.get("block") or ["none"]):
         block = launch["block"]
         limits.check({"shared_bytes": launch.get("dynamic_shared_bytes"), "threads": block[0] * block[1] * block[2]},
                      arch, limits.shared_buffers(prim_func), str(kernel.path), kernel.source)

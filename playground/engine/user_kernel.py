@@ -21,6 +21,7 @@ say), the kernels defined before it are used and the failure is reported as a wa
 """
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 import sys
@@ -44,6 +45,8 @@ DTYPE_NAMES = {"float16", "bfloat16", "float32", "float64", "float", "half", "in
                "int64", "uint32", "bool", "float8_e4m3", "float8_e5m2", "float8_e4m3fn", "float8_e4m3fnuz",
                "float8_e5m2fnuz", "int4", "uint4"}
 MISSING = inspect.Parameter.empty
+# `M = T.symbolic("M")` / `T.dynamic("M, N")`: a dynamic shape, its names those the TIR vars carry
+SYMBOLIC_CALL = re.compile(r"T\.(?:symbolic|dynamic)\(\s*[\"']([^\"']+)[\"']")
 
 
 # -- the kernels in a module ------------------------------------------------------------------------------------
@@ -151,7 +154,9 @@ class Param:
     kind: str                  # "int", "float", "bool", "dtype", "str" or "any"
     default: Any = MISSING
     choices: list | None = None
-    source: str = "argument"   # "argument", "T.const" (an eager kernel's shape) or "autotune" (default from configs)
+    # "argument", "T.const" (an eager kernel's shape), "T.symbolic" (a dynamic shape: a size to make inputs of,
+    # never passed to the function) or "autotune" (default from configs)
+    source: str = "argument"
 
     @property
     def required(self) -> bool:
@@ -168,6 +173,13 @@ def _plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return str(value)
+
+
+def _python(value: Any) -> Any:
+    """A numpy scalar (an np.int64 from np.arange, say) as the Python value it holds: a size in a preset or a value
+    in SPACE goes to JSON (the page, the compile cache's key), which takes only Python's own numbers."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) and type(value).__module__ == "numpy" else value
 
 
 def _is_dtype(name: str, value: Any) -> bool:
@@ -254,6 +266,95 @@ class UserKernel(Kernel):
                 return getattr(self.module, n)
         return default
 
+    def check_declarations(self) -> None:
+        """SPACE, OPTIONS, PRESETS and CHECK_SHAPES name only the kernel's parameters, and every preset gives each
+        size the source has no default for: a `definition` error at the line that does not, where otherwise a typo
+        (block_k for block_K) would be dropped without a word and a preset would run with a size left over.
+        In a file of several kernels the declarations may be another kernel's (kernels/gemm.py's SPACE is gemm's,
+        not gemm_pipelined's): there a name is refused only if no kernel of the file takes it, and presets are
+        checked for missing sizes only for the one kernel or the one named like the file."""
+        by_name = set(self._params_by_name)
+        known = ", ".join(by_name) or "none (its shapes are fixed)"
+        owner = len(self.entries) <= 1 or self.name == self.path.stem
+        if not owner:
+            for name, entry in self.entries.items():
+                try:
+                    by_name |= set(UserKernel(name, self.module, self.path, self.source, entry=entry)._params_by_name)
+                except Exception:  # a kernel that cannot be read is refused when it is picked, not here
+                    pass
+            known = f"{known} (nor does any other kernel of the file)"
+
+        def refuse(message: str, *path) -> None:
+            raise StageError("definition", message, self._declaration_line(*path))
+
+        for names, what in ((("SPACE", "space"), "tile parameter"), (("OPTIONS", "options"), "option")):
+            decl = next((n for n in names if hasattr(self.module, n)), None)
+            value = getattr(self.module, decl, None) if decl else None
+            if not value:
+                continue
+            if not isinstance(value, dict) or not all(isinstance(v, (list, tuple, range)) for v in value.values()):
+                refuse(f"{decl} must be a dict of {what} name → list of values, like {{\"block\": [64, 128]}}", decl)
+            for name in value:
+                if name not in by_name:
+                    refuse(f"{decl} names {name!r}, which {self.name} does not take; its parameters: {known}",
+                           decl, name)
+        decl = next((n for n in ("PRESETS", "presets") if hasattr(self.module, n)), None)
+        presets = getattr(self.module, decl, None) if decl else None
+        if presets:
+            if not isinstance(presets, dict) or not all(isinstance(v, dict) for v in presets.values()):
+                refuse(f"{decl} must be a dict of label → sizes, like {{\"4096²\": dict(M=4096, N=4096)}}", decl)
+            required = [p.name for p in self.parameters if p.required and p.name != "dtype"]
+            for label, sizes in presets.items():
+                for name in sizes:
+                    if name not in by_name:
+                        refuse(f"preset {label!r} gives {name!r}, which {self.name} does not take; its parameters: "
+                               f"{known}", decl, label, name)
+                missing = [n for n in required if n not in sizes] if owner else []
+                if missing:
+                    refuse(f"preset {label!r} gives no {', '.join(missing)}, and the source has no default for "
+                           f"{'it' if len(missing) == 1 else 'them'}: add {'it' if len(missing) == 1 else 'them'} "
+                           f"to the preset", decl, label)
+        decl = next((n for n in ("CHECK_SHAPES", "check_shapes") if hasattr(self.module, n)), None)
+        shapes = getattr(self.module, decl, None) if decl else None
+        if shapes:
+            if not isinstance(shapes, (list, tuple)) or not all(isinstance(v, dict) for v in shapes):
+                refuse(f"{decl} must be a list of sizes, like [dict(M=33)]", decl)
+            for i, shape in enumerate(shapes):
+                for name in shape:
+                    if name not in by_name:
+                        refuse(f"{decl} gives {name!r}, which {self.name} does not take; its parameters: {known}",
+                               decl, i, name)
+
+    def _declaration_line(self, name: str, *path) -> int | None:
+        """The line of the top-level `name = ...` in the source, or of the key (a dict's or dict(...)'s) or item
+        that `path` leads to inside it, as deep as the literal goes."""
+        try:
+            tree = ast.parse(self.source)
+        except SyntaxError:
+            return None
+        node = None
+        for stmt in tree.body:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+                stmt, ast.AnnAssign) else []
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                node = stmt.value
+                line = stmt.lineno
+        if node is None:
+            return None
+        for step in path:
+            found = None
+            if isinstance(node, ast.Dict):
+                found = next(((k, v) for k, v in zip(node.keys, node.values)
+                              if isinstance(k, ast.Constant) and k.value == step), None)
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "dict":
+                found = next(((kw, kw.value) for kw in node.keywords if kw.arg == step), None)
+            elif isinstance(node, (ast.List, ast.Tuple)) and isinstance(step, int) and step < len(node.elts):
+                found = (node.elts[step], node.elts[step])
+            if found is None:
+                break
+            line, node = found[0].lineno, found[1]
+        return line
+
     @property
     def factory(self) -> Callable:
         return self.prim_func_of
@@ -310,7 +411,33 @@ class UserKernel(Kernel):
         for name in self.const_names:
             if name not in known:
                 params.append(Param(name, "int", MISSING, source="T.const"))
+                known.add(name)
+        for name in self.symbolic_names:
+            if name not in known:
+                params.append(Param(name, "int", MISSING, source="T.symbolic"))
         return params
+
+    @cached_property
+    def symbolic_names(self) -> list[str]:
+        """The sizes of a dynamic shape (`T.symbolic("M")`, `T.dynamic("M, N")`) in the entry's function or at the
+        file's top level: the kernel compiles for any value, but its inputs are made at one, so each is a problem
+        size the page asks for."""
+        texts = []
+        fn = self.entry.function
+        try:
+            texts.append(inspect.getsource(fn) if fn is not None else "")
+        except (OSError, TypeError):
+            pass
+        try:
+            texts += [ast.get_source_segment(self.source, node) or "" for node in ast.parse(self.source).body
+                      if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        except SyntaxError:
+            pass
+        names: list[str] = []
+        for text in texts:
+            for m in SYMBOLIC_CALL.finditer(text):
+                names += [n for n in re.split(r"[\s,]+", m.group(1).strip()) if n and n not in names]
+        return names
 
     @cached_property
     def const_names(self) -> list[str]:
@@ -345,7 +472,7 @@ class UserKernel(Kernel):
     def space(self) -> dict[str, list]:
         declared = self._declared("SPACE", "space")
         if declared:
-            return {k: list(v) for k, v in declared.items()}
+            return {k: [_python(x) for x in v] for k, v in declared.items()}
         space: dict[str, list] = {}
         for c in self.autotune_configs or []:
             for k, v in c.items():
@@ -365,13 +492,14 @@ class UserKernel(Kernel):
     def options(self) -> dict[str, list]:
         declared = self._declared("OPTIONS", "options")
         if declared:
-            return {k: list(v) for k, v in declared.items()}
+            return {k: [_python(x) for x in v] for k, v in declared.items()}
         return {p.name: list(p.choices) for p in self.parameters
                 if p.choices and p.name != "dtype" and p.name not in self.problem_names}
 
     @property
     def _presets_declared(self) -> dict:
-        return dict(self._declared("PRESETS", "presets", default={}) or {})
+        return {label: {k: _python(v) for k, v in sizes.items()}
+                for label, sizes in dict(self._declared("PRESETS", "presets", default={}) or {}).items()}
 
     @property
     def baselines(self) -> dict[str, Callable]:
@@ -379,7 +507,8 @@ class UserKernel(Kernel):
 
     @property
     def check_shapes(self) -> list[dict]:
-        return [dict(s) for s in self._declared("CHECK_SHAPES", "check_shapes", default=[]) or []]
+        return [{k: _python(v) for k, v in dict(s).items()}
+                for s in self._declared("CHECK_SHAPES", "check_shapes", default=[]) or []]
 
     @cached_property
     def factory_defaults(self) -> dict[str, Any]:
@@ -464,9 +593,10 @@ class UserKernel(Kernel):
         kwargs = {**config.problem, **config.tile}
         if "dtype" in by_name:
             kwargs["dtype"] = convert(by_name["dtype"], config.dtype)
-        # Values kept in a Config are plain (JSON); dtypes go back to the kind the source's default is.
-        return {k: convert(by_name[k], v) if k in by_name and by_name[k].kind == "dtype" else v
-                for k, v in kwargs.items() if k in by_name}
+        # Values kept in a Config are plain (JSON); dtypes go back to the kind the source's default is. A dynamic
+        # shape's size is not the function's argument: it only sizes the inputs.
+        return {k: convert(by_name[k], v) if by_name[k].kind == "dtype" else v
+                for k, v in kwargs.items() if k in by_name and by_name[k].source != "T.symbolic"}
 
     # -- the prim_func ---------------------------------------------------------------------------------------------
     def prim_func_of(self, **kwargs):
@@ -562,7 +692,8 @@ class UserKernel(Kernel):
                              device=device, generator=generator)
             return tuple(made) if isinstance(made, (tuple, list)) else (made,)
         outputs = set(self.output_positions(func))
-        return tuple(random_tensor(b, device, generator) for i, b in enumerate(buffers_of(func)) if i not in outputs)
+        return tuple(random_tensor(b, device, generator, params) for i, b in enumerate(buffers_of(func))
+                     if i not in outputs)
 
     def run_params(self, config: Config) -> dict:
         return {**config.problem, **config.tile, "dtype": config.dtype}
@@ -576,7 +707,7 @@ class UserKernel(Kernel):
         fn = self._declared("bytes_moved")
         if callable(fn):
             return float(call_with(fn, **self.run_params(config)))
-        return float(sum(buffer_bytes(b) for b in buffers_of(self.prim_func(config))))
+        return float(sum(buffer_bytes(b, self.run_params(config)) for b in buffers_of(self.prim_func(config))))
 
     def check_problems(self, problem: dict) -> list[dict]:
         out = []
@@ -633,20 +764,44 @@ def buffers_of(func) -> list:
     return [func.buffer_map[p] for p in func.params if p in func.buffer_map]
 
 
-def static_shape(buffer) -> list[int]:
-    shape = []
-    for s in buffer.shape:
-        try:
-            shape.append(int(s))
-        except (TypeError, ValueError):
-            raise StageError("definition", f"buffer {buffer.name} has the symbolic shape {list(buffer.shape)}; give "
-                                           "fixed sizes (make_inputs in the file can make inputs for it)") from None
+def concrete(expr, sizes: dict | None = None) -> int | None:
+    """An extent as an int: a dynamic shape's (`T.symbolic`) at the values `sizes` gives its names; None where a
+    name has no value."""
+    try:
+        return int(expr)
+    except (TypeError, ValueError):
+        pass
+    from tvm import arith, tirx
+    found = {}
+    tirx.stmt_functor.post_order_visit(expr, lambda node: found.setdefault(node.name, node)
+                                       if isinstance(node, tirx.Var) else None)
+    values = {}
+    for name, var in found.items():
+        value = (sizes or {}).get(name)
+        if value is not None and not isinstance(value, bool):
+            try:
+                values[var] = tirx.IntImm(var.dtype, int(value))
+            except (TypeError, ValueError):
+                pass
+    try:
+        return int(arith.Analyzer().simplify(tirx.stmt_functor.substitute(expr, values)))
+    except (TypeError, ValueError):
+        return None
+
+
+def static_shape(buffer, sizes: dict | None = None) -> list[int]:
+    """The buffer's shape, a dynamic one at `sizes` (the problem's values of its T.symbolic names)."""
+    shape = [concrete(s, sizes) for s in buffer.shape]
+    if None in shape:
+        raise StageError("definition", f"buffer {buffer.name} has the symbolic shape {list(buffer.shape)} and no "
+                                       "value was given for its sizes; give them as parameters (or make_inputs in "
+                                       "the file can make inputs for it)")
     return shape
 
 
-def buffer_bytes(buffer) -> int:
+def buffer_bytes(buffer, sizes: dict | None = None) -> int:
     n = 1
-    for s in static_shape(buffer):
+    for s in static_shape(buffer, sizes):
         n *= s
     bits = getattr(buffer.dtype, "bits", None) or 8 * _torch_dtype(str(buffer.dtype)).itemsize
     lanes = getattr(buffer.dtype, "lanes", 1) or 1
@@ -662,10 +817,10 @@ def _torch_dtype(name: str):
                                        "make inputs for it") from None
 
 
-def random_tensor(buffer, device: str, generator):
+def random_tensor(buffer, device: str, generator, sizes: dict | None = None):
     """Seeded random values for one input buffer: normal floats (never zeros), small integers."""
     import torch
-    shape, dtype = static_shape(buffer), _torch_dtype(str(buffer.dtype))
+    shape, dtype = static_shape(buffer, sizes), _torch_dtype(str(buffer.dtype))
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, device=device, generator=generator).bool()
     if dtype.is_floating_point:
@@ -720,8 +875,10 @@ def load_user_module(module: ModuleType, path: Path, entry: str | None = None,
         return kernel
     entries = find_entries(module, path)
     chosen = choose_entry(entries, entry, path.stem)
-    return UserKernel(chosen.name, module, path, path.read_text(), entry=chosen, entries=entries,
-                      import_warning=warning)
+    kernel = UserKernel(chosen.name, module, path, path.read_text(), entry=chosen, entries=entries,
+                        import_warning=warning)
+    kernel.check_declarations()
+    return kernel
 
 
 def entry_from(params: dict | None) -> str | None:

@@ -25,6 +25,12 @@ ELEMENT_TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (5e-2, 5e-2), "float32
 FIRST_MISMATCHES = 5
 
 
+def is_exact(dtype: str) -> bool:
+    """Integer and bool outputs have no rounding to allow for: one element off is a wrong kernel, and a relative
+    error over the whole tensor would hide it (one wrong int in 4096 is ~1e-3 relative)."""
+    return str(dtype).startswith(("int", "uint")) or dtype == "bool"
+
+
 DTYPE_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "float8_e4m3": "float8_e4m3fn"}
 
 
@@ -69,11 +75,12 @@ def compare(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> dict:
     ref_norm = float(torch.linalg.vector_norm(r))
     err_norm = float(torch.linalg.vector_norm(diff))
     rel = err_norm / ref_norm if ref_norm > 0 else err_norm
-    atol, rtol = ELEMENT_TOLERANCE.get(dtype, (1e-2, 1e-2))
+    exact = is_exact(dtype)
+    atol, rtol = (0.0, 0.0) if exact else ELEMENT_TOLERANCE.get(dtype, (1e-2, 1e-2))
     bad = diff > atol + rtol * r.abs()
     mismatches = int(bad.sum())
     first = [list(map(int, idx)) for idx in torch.nonzero(bad)[:FIRST_MISMATCHES].tolist()] if mismatches else []
-    limit = REL_ERROR_LIMIT.get(dtype, 1e-2)
+    limit = 0.0 if exact else REL_ERROR_LIMIT.get(dtype, 1e-2)
     max_abs = float(diff.max()) if diff.numel() else 0.0
     worst = _index(int(torch.argmax(torch.nan_to_num(diff, posinf=1e308))), out.shape) if diff.numel() else []
     passed = nonfinite == 0 and math.isfinite(rel) and rel <= limit
@@ -88,6 +95,10 @@ def compare(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> dict:
         message = (f"{nonfinite} of {n} elements are NaN or Inf, the first at index {_fmt(at)}"
                    + (f" ({unwritten} NaN where the reference is finite: the outputs are filled with NaN before the "
                       "run, so these elements were never written, or the kernel computed NaN)" if unwritten else ""))
+    elif exact:
+        criterion = "exact"
+        message = (f"{mismatches} of {n} elements differ from the reference ({dtype} outputs must equal it exactly), "
+                   f"the first at index {_fmt(first[0])} (the largest error, {max_abs:.3g}, at {_fmt(worst)})")
     else:
         criterion = "relative_error"
         message = f"relative error ‖out − ref‖/‖ref‖ = {rel:.3g} is over the {dtype} limit {limit:g}; "
