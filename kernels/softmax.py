@@ -54,7 +54,7 @@ def padded(columns, dtype, threads):
 def softmax(M=16384, N=4096, dtype="float16", rows_per_block=1, num_stages=2, threads=256, cluster=1):
     if cluster > 1:
         return softmax_cluster(M, N, dtype, cluster, threads)
-    if rows_per_block > 1 and rows_per_block * N <= SHORT_ROWS_ELEMENTS:
+    if rows_per_block > 1 and rows_per_block * N <= SHORT_ROWS_ELEMENTS and threads % rows_per_block == 0:
         return softmax_short_rows(M, N, dtype, rows_per_block, threads)
     accum_dtype = "float32"
     N_pad = padded(N, dtype, threads)
@@ -235,14 +235,16 @@ def pick_config(N, dtype):
         # 0.78 with 256, each thread then waiting on a single load).
         "threads": 256 if N >= 2 * 256 * vector else 128,
         # At least 2048 elements a block: short rows share one (1024: two rows, 0.93 of copy bandwidth against 0.86
-        # with one; 512: four, held together: softmax_short_rows), so a block's fixed costs (its launch, the two reductions' barriers) are paid for
-        # enough bytes. Longer rows: a row a block (at 4096, 4 rows a block gave 0.87 against 0.90).
-        "rows_per_block": max(1, 2048 // N),
+        # with one; 512: four, held together: softmax_short_rows), so a block's fixed costs (its launch, the two
+        # reductions' barriers) are paid for enough bytes. Longer rows: a row a block (at 4096, 4 rows a block
+        # gave 0.87 against 0.90).
+        "rows_per_block": 1 << max(0, (2048 // N).bit_length() - 1),  # a power of two: it divides the threads
     }
 
 
-# Verification runs on these too: ragged rows and columns, and the long-row layout on a few rows.
-CHECK_SHAPES = [dict(M=1000, N=1000), dict(M=333, N=3000), dict(M=100, N=32768)]
+# Verification runs on these too: ragged rows and columns, the long-row layout on a few rows, and short ragged rows
+# held together (four a block, the last block part-full).
+CHECK_SHAPES = [dict(M=1000, N=1000), dict(M=333, N=3000), dict(M=100, N=32768), dict(M=1001, N=300)]
 
 
 def make_inputs(M, N, dtype, device, generator):
