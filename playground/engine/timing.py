@@ -44,7 +44,7 @@ class Timer:
         self.flush_sum = torch.zeros((), dtype=torch.int64, device=device)
 
     def flush(self) -> None:
-        torch.sum(self.flush_buffer, out=self.flush_sum)  # reads all of it: L2 is left holding clean lines only
+        torch.sum(self.flush_buffer, dim=0, out=self.flush_sum)  # reads all of it: L2 is left holding clean lines only
 
     def _estimate_ms(self, fn: Callable[[], object]) -> float:
         # A first call, untimed: it may load a module, create a cuBLAS handle or (torch.compile) compile for tens of
