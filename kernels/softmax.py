@@ -16,9 +16,10 @@ Softmax reads each element once and writes it once, so like vector_add it is bou
   running while the threads compute on the current one.
 - Short rows (a few hundred columns): a block walking them one by one holds each in a fragment padded to whole
   16-byte loads for every thread, so at N = 512 with 128 threads half of each row's loads are masked.
-  `softmax_short_rows` holds the block's rows together instead, one (rows, N) fragment, each row over
-  threads / rows threads, the reductions along dim 1 only: every load carries data, all rows are in flight at once
-  (131072 × 512 on an H100: 94 µs, against 106 µs for the walk).
+  `softmax_short_rows` holds the block's rows together instead, one (rows, N) fragment that TileLang spreads over
+  the threads (4 × 512 on 128 threads: each row over 64 threads, 16-byte loads), the reductions along dim 1 only:
+  every load carries data, all rows are in flight at once (131072 × 512 on an H100: 94 µs, against 106 µs for the
+  walk).
 - Better at N = 32768 (Hopper): split each row over a cluster of `cluster` CTAs (`softmax_cluster`, below). Each
   CTA holds its part of the row in registers (64 values a thread at cluster = 2), so three CTAs share an SM and hide
   each other's reductions as the one-row blocks do at N = 4096. The CTAs of a cluster can write into each other's
@@ -94,10 +95,10 @@ SHORT_ROWS_ELEMENTS = 8192  # a block's rows held together: 64 fp32 values a thr
 
 
 def softmax_short_rows(M, N, dtype, rows, threads):
-    """`rows` rows a block, loaded at once into one (rows, N) fragment, each over threads / rows threads
-    (num_stages does not apply: nothing is walked)."""
+    """`rows` rows a block, loaded at once into one (rows, N) fragment (num_stages does not apply: nothing is
+    walked)."""
     accum_dtype = "float32"
-    N_pad = padded(N, dtype, threads // rows)  # whole 16-byte loads for each row's threads
+    N_pad = padded(N, dtype, threads // rows)  # the fragment a whole number of 16-byte vectors for every thread
 
     @T.prim_func
     def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
