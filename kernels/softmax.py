@@ -18,7 +18,7 @@ Softmax reads each element once and writes it once, so like vector_add it is bou
   16-byte loads for every thread, so at N = 512 with 128 threads half of each row's loads are masked.
   `softmax_short_rows` holds the block's rows together instead, one (rows, N) fragment that TileLang spreads over
   the threads (4 × 512 on 128 threads: each row over 64 threads, 16-byte loads), the reductions along dim 1 only:
-  every load carries data, all rows are in flight at once (131072 × 512 on an H100: 94 µs, against 106 µs for the
+  at 512 or 1024 columns every load carries data, and all rows are in flight at once (131072 × 512 on an H100: 94 µs, against 106 µs for the
   walk).
 - Better at N = 32768 (Hopper): split each row over a cluster of `cluster` CTAs (`softmax_cluster`, below). Each
   CTA holds its part of the row in registers (64 values a thread at cluster = 2), so three CTAs share an SM and hide
@@ -239,7 +239,8 @@ def pick_config(N, dtype):
         # with one; 512: four, held together: softmax_short_rows), so a block's fixed costs (its launch, the two
         # reductions' barriers) are paid for enough bytes. Longer rows: a row a block (at 4096, 4 rows a block
         # gave 0.87 against 0.90).
-        "rows_per_block": 1 << max(0, (2048 // N).bit_length() - 1),  # a power of two: it divides the threads
+        # A power of two up to 32 (the space's largest), so that it divides the threads.
+        "rows_per_block": min(32, 1 << max(0, (2048 // N).bit_length() - 1)),
     }
 
 

@@ -758,3 +758,54 @@ def test_tune_measures_the_autotune_configs(tmp_path):
     assert sorted(tried, key=str) == sorted([{"block": 256, "threads": 128}, {"block": 512, "threads": 128},
                                              {"block": 512, "threads": 256}], key=str)
     assert all(row["verified"] for row in result["table"]) and result["best"]["tile"] in tried
+
+
+TOP_LEVEL_SYMBOLIC = '''import numpy as np
+import tilelang
+import tilelang.language as T
+
+M = T.symbolic("M")
+SPACE = {"block": np.arange(128, 257, 128)}
+
+
+@tilelang.jit(out_idx=[-1])
+def rows_add(N: int = 256, block: int = 128):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+            for i, j in T.Parallel(block, N):
+                if bx * block + i < M:
+                    C[bx * block + i, j] = A[bx * block + i, j] + 1
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def fixed_add(N: int = 256, block: int = 128):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+            for i in T.Parallel(block):
+                C[bx * block + i] = A[bx * block + i] + 1
+    return main
+
+
+def reference(a):
+    return a + 1
+'''
+
+
+def test_a_top_level_dynamic_size_belongs_to_the_kernels_that_use_it_and_numpy_ranges_are_a_space(tmp_path):
+    from playground.engine import catalogue
+    path = write(tmp_path, TOP_LEVEL_SYMBOLIC)
+    uses = catalogue.load(str(path), entry="rows_add")
+    assert "M" in uses.problem_names and uses.space == {"block": [128, 256]}
+    other = catalogue.load(str(path), entry="fixed_add")
+    assert "M" not in other.problem_names  # it would be asked for a size it has no use for
+    other.resolve({})
+
+
+def test_exact_outputs_are_compared_as_integers_beyond_what_a_double_holds():
+    import torch
+    from playground.engine.verify import compare
+    ref = torch.tensor([2 ** 53], dtype=torch.int64)
+    assert not compare(ref + 1, ref, "int64")["passed"]  # equal once both are float64

@@ -40,8 +40,9 @@ def summarize(times_ms: list[float]) -> dict:
 class Timer:
     def __init__(self, device: str = "cuda"):
         self.device = device
-        self.flush_buffer = torch.zeros(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
-        self.flush_sum = torch.zeros((), dtype=torch.int64, device=device)
+        # float32 in, float32 out: a sum that changes the dtype would first write a converted copy of the buffer
+        self.flush_buffer = torch.zeros(FLUSH_BYTES // 4, dtype=torch.float32, device=device)
+        self.flush_sum = torch.zeros((), dtype=torch.float32, device=device)
 
     def flush(self) -> None:
         torch.sum(self.flush_buffer, dim=0, out=self.flush_sum)  # reads all of it: L2 is left holding clean lines only

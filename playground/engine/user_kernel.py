@@ -292,7 +292,8 @@ class UserKernel(Kernel):
             value = getattr(self.module, decl, None) if decl else None
             if not value:
                 continue
-            if not isinstance(value, dict) or not all(isinstance(v, (list, tuple, range)) for v in value.values()):
+            if not isinstance(value, dict) or not all(hasattr(v, "__iter__") and not isinstance(v, (str, bytes, dict))
+                                                      for v in value.values()):
                 refuse(f"{decl} must be a dict of {what} name → list of values, like {{\"block\": [64, 128]}}", decl)
             for name in value:
                 if name not in by_name:
@@ -422,21 +423,25 @@ class UserKernel(Kernel):
         """The sizes of a dynamic shape (`T.symbolic("M")`, `T.dynamic("M, N")`) in the entry's function or at the
         file's top level: the kernel compiles for any value, but its inputs are made at one, so each is a problem
         size the page asks for."""
-        texts = []
+        own = ""
         fn = self.entry.function
         try:
-            texts.append(inspect.getsource(fn) if fn is not None else "")
+            own = inspect.getsource(fn) if fn is not None else ""
         except (OSError, TypeError):
             pass
+        top = []
         try:
-            texts += [ast.get_source_segment(self.source, node) or "" for node in ast.parse(self.source).body
-                      if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            top = [ast.get_source_segment(self.source, node) or "" for node in ast.parse(self.source).body
+                   if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         except SyntaxError:
             pass
         names: list[str] = []
-        for text in texts:
+        for text, shared in [(own, False)] + [(t, True) for t in top]:
             for m in SYMBOLIC_CALL.finditer(text):
-                names += [n for n in re.split(r"[\s,]+", m.group(1).strip()) if n and n not in names]
+                for n in re.split(r"[\s,]+", m.group(1).strip()):
+                    # a size declared at the top of the file is this kernel's only if its source uses the name
+                    if n and n not in names and (not shared or not own or re.search(rf"\b{re.escape(n)}\b", own)):
+                        names.append(n)
         return names
 
     @cached_property

@@ -78,12 +78,14 @@ def compare(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> dict:
     exact = is_exact(dtype)
     atol, rtol = (0.0, 0.0) if exact else ELEMENT_TOLERANCE.get(dtype, (1e-2, 1e-2))
     bad = diff > atol + rtol * r.abs()
+    if exact and not out.is_floating_point() and not ref.is_floating_point():
+        bad = out.detach() != ref.detach().to(out.dtype)  # natively: float64 holds integers only up to 2^53
     mismatches = int(bad.sum())
     first = [list(map(int, idx)) for idx in torch.nonzero(bad)[:FIRST_MISMATCHES].tolist()] if mismatches else []
     limit = 0.0 if exact else REL_ERROR_LIMIT.get(dtype, 1e-2)
     max_abs = float(diff.max()) if diff.numel() else 0.0
     worst = _index(int(torch.argmax(torch.nan_to_num(diff, posinf=1e308))), out.shape) if diff.numel() else []
-    passed = nonfinite == 0 and math.isfinite(rel) and rel <= limit
+    passed = nonfinite == 0 and (mismatches == 0 if exact else math.isfinite(rel) and rel <= limit)
     n = out.numel()
     tolerance = f"atol {atol:g} + rtol {rtol:g}·|ref|"
     if passed:
