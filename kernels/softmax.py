@@ -18,8 +18,8 @@ Softmax reads each element once and writes it once, so like vector_add it is bou
   16-byte loads for every thread, so at N = 512 with 128 threads half of each row's loads are masked.
   `softmax_short_rows` holds the block's rows together instead, one (rows, N) fragment that TileLang spreads over
   the threads (4 × 512 on 128 threads: each row over 64 threads, 16-byte loads), the reductions along dim 1 only:
-  at 512 or 1024 columns every load carries data, and all rows are in flight at once (131072 × 512 on an H100: 94 µs, against 106 µs for the
-  walk).
+  at 512 or 1024 columns every load carries data, and all rows are in flight at once (131072 × 512 on an H100:
+  94 µs, against 106 µs for the walk).
 - Better at N = 32768 (Hopper): split each row over a cluster of `cluster` CTAs (`softmax_cluster`, below). Each
   CTA holds its part of the row in registers (64 values a thread at cluster = 2), so three CTAs share an SM and hide
   each other's reductions as the one-row blocks do at N = 4096. The CTAs of a cluster can write into each other's
