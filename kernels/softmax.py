@@ -52,6 +52,22 @@ def padded(columns, dtype, threads):
     return (columns + chunk - 1) // chunk * chunk
 
 
+@T.macro
+def softmax_in_registers(x, row_max, row_sum, rows, N, N_pad):
+    """x (rows × N_pad, fp32, in registers) becomes the softmax of each row's first N values, in place."""
+    if N_pad != N:  # (a Python `if`: decided when the kernel is built)
+        for i, j in T.Parallel(rows, N_pad):
+            x[i, j] = T.if_then_else(j < N, x[i, j], -T.infinity("float32"))
+    T.reduce_max(x, row_max, dim=1)
+    for i, j in T.Parallel(rows, N_pad):
+        x[i, j] = T.exp2((x[i, j] - row_max[i]) * LOG2E)
+    T.reduce_sum(x, row_sum, dim=1)
+    for i in T.Parallel(rows):
+        row_sum[i] = 1 / row_sum[i]  # one division per row, then multiplications
+    for i, j in T.Parallel(rows, N_pad):
+        x[i, j] *= row_sum[i]
+
+
 def softmax(M=16384, N=4096, dtype="float16", rows_per_block=1, num_stages=2, threads=256, cluster=1):
     if cluster > 1:
         return softmax_cluster(M, N, dtype, cluster, threads)
@@ -74,18 +90,7 @@ def softmax(M=16384, N=4096, dtype="float16", rows_per_block=1, num_stages=2, th
                 row = bx * rows_per_block + r
                 T.copy(X[row, 0], x_shared, disable_tma=True)  # rows past M, columns past N: zeros
                 T.copy(x_shared, x)  # to registers, in fp32; the shared buffer is free for the next row
-                if N_pad != N:  # (a Python `if`: decided when the kernel is built)
-                    for i, j in T.Parallel(1, N_pad):
-                        x[i, j] = T.if_then_else(j < N, x[i, j], -T.infinity(accum_dtype))
-
-                T.reduce_max(x, row_max, dim=1)
-                for i, j in T.Parallel(1, N_pad):
-                    x[i, j] = T.exp2((x[i, j] - row_max[i]) * LOG2E)
-                T.reduce_sum(x, row_sum, dim=1)
-                for i in T.Parallel(1):
-                    row_sum[i] = 1 / row_sum[i]  # one division per row, then multiplications
-                for i, j in T.Parallel(1, N_pad):
-                    x[i, j] *= row_sum[i]
+                softmax_in_registers(x, row_max, row_sum, 1, N, N_pad)
                 T.copy(x, Y[row, 0])  # rounded to dtype; out-of-range rows and columns are not written
 
     return main
@@ -107,17 +112,7 @@ def softmax_short_rows(M, N, dtype, rows, threads):
             row_max = T.alloc_fragment((rows,), accum_dtype)
             row_sum = T.alloc_fragment((rows,), accum_dtype)
             T.copy(X[bx * rows, 0], x)  # straight to registers; rows past M, columns past N: zeros
-            if N_pad != N:
-                for i, j in T.Parallel(rows, N_pad):
-                    x[i, j] = T.if_then_else(j < N, x[i, j], -T.infinity(accum_dtype))
-            T.reduce_max(x, row_max, dim=1)  # each row's max among its own threads
-            for i, j in T.Parallel(rows, N_pad):
-                x[i, j] = T.exp2((x[i, j] - row_max[i]) * LOG2E)
-            T.reduce_sum(x, row_sum, dim=1)
-            for i in T.Parallel(rows):
-                row_sum[i] = 1 / row_sum[i]
-            for i, j in T.Parallel(rows, N_pad):
-                x[i, j] *= row_sum[i]
+            softmax_in_registers(x, row_max, row_sum, rows, N, N_pad)  # each row's reductions among its own threads
             T.copy(x, Y[bx * rows, 0])
 
     return main
