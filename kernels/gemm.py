@@ -168,7 +168,7 @@ DTYPES = ["float16", "bfloat16"]
 # threads the two consumer warpgroups split block_M, so block_M = 64 needs threads = 128.
 SPACE = {
     "block_M": [64, 128, 256],
-    "block_N": [64, 128, 256],
+    "block_N": [64, 128, 192, 256],
     "block_K": [32, 64],
     "num_stages": [2, 3, 4],
     "threads": [128, 256],
@@ -198,13 +198,16 @@ def shape_class(M, N, K):
 
 
 # The tiles the rule picks from: (block_M, block_N, threads, num_stages, speed of a full round of them relative to
-# 128 × 256, measured on the H200 from 4096³ to 8192³). A smaller tile reuses each operand it fetches less, so it
-# keeps a fourth stage in flight (64 × 128 tiles: 0.61 of 128 × 256 with 4 stages, 0.44 with 3).
-TILES = [(128, 256, 256, 3, 1.00), (128, 128, 256, 4, 0.98), (64, 128, 128, 4, 0.61)]
+# 128 × 256, measured on the H200 from 4096³ to 8192³; 128 × 192 on an H100 at 3072³, 4096³ and 8192 × 8192 × 1024).
+# A smaller tile reuses each operand it fetches less, so it keeps a fourth stage in flight (64 × 128 tiles: 0.61 of
+# 128 × 256 with 4 stages, 0.44 with 3). 192 columns are a legal wgmma width (any multiple of 8 up to 256): a step
+# between 128 and 256 for outputs whose tiles of either leave a round part-empty.
+TILES = [(128, 256, 256, 3, 1.00), (128, 192, 256, 4, 0.98), (128, 128, 256, 4, 0.98), (64, 128, 128, 4, 0.61)]
 
 
-def pick_config(M, N, K, num_sms=132):
-    """The config for an M × N × K product when none is set, tuned or preset (playground/engine/config_choice.py)."""
+def pick_config(M, N, K, num_sms=132, tiles=TILES):
+    """The config for an M × N × K product when none is set, tuned or preset (playground/engine/config_choice.py).
+    `tiles`: the TILES to choose from (kernels/gemm_epilogue.py passes those its own SPACE has)."""
     # TMA needs every row of A (K elements) and of B and C (N elements) to start on a 16-byte boundary (8 fp16 or
     # bf16 values). The hand-written schedule loads only by TMA, so other sizes (K = 2047) take the T.Pipelined one,
     # which then copies with cp.async; with 256-wide tiles that copy runs out of registers, 128-wide ones fit.
@@ -213,15 +216,15 @@ def pick_config(M, N, K, num_sms=132):
 
     # The num_sms persistent blocks take the output tiles in rounds, and a round costs the same however few tiles
     # it has. 3072³ in 128 × 256 tiles is 288 tiles: three rounds, the last 18 % full (0.77× cuBLAS); in 128 × 128
-    # tiles, 576: five rounds, 87 % full (0.85×). A small output (1024³, or M = 128) fills one round only with
+    # tiles, 576: five rounds, 87 % full (0.85×); in 128 × 192 tiles, 384: three rounds, 97 % full. A small output (1024³, or M = 128) fills one round only with
     # 64 × 128 tiles. So: the tile with the shortest time, rounds × tile size ÷ speed (as cuBLAS's heuristics weigh
     # wave quantization); on large outputs, whose last round is nearly full, that is 128 × 256.
     def time(block_M, block_N, speed):
-        tiles = -(-M // block_M) * -(-N // block_N)
-        rounds = -(-tiles // num_sms)
+        count = -(-M // block_M) * -(-N // block_N)
+        rounds = -(-count // num_sms)
         return rounds * block_M * block_N / speed
 
-    block_M, block_N, threads, num_stages, _ = min(TILES, key=lambda t: time(t[0], t[1], t[4]))
+    block_M, block_N, threads, num_stages, _ = min(tiles, key=lambda t: time(t[0], t[1], t[4]))
     return {"block_M": block_M, "block_N": block_N, "threads": threads, "num_stages": num_stages}
 
 

@@ -37,8 +37,8 @@ def factory_tile(kernel):
     ("softmax", dict(M=131072, N=512), {"rows_per_block": 4, "threads": 128}),
     # 2048 columns: two 16-byte loads a thread, so 128 threads
     ("softmax", dict(M=32768, N=2048), {"threads": 128, "rows_per_block": 1}),
-    # 3072³: 288 tiles of 128 × 256 would take three rounds of 132, the last 18 % full; 128 × 128 tiles fill five
-    ("gemm", dict(M=3072, N=3072, K=3072), {"block_M": 128, "block_N": 128, "num_stages": 4}),
+    # 3072³: 288 tiles of 128 × 256 would take three rounds of 132, the last 18 % full; 384 of 128 × 192, 97 % full
+    ("gemm", dict(M=3072, N=3072, K=3072), {"block_M": 128, "block_N": 192, "num_stages": 4}),
     # rows of 65536: over 4 CTAs, 16384 columns each
     ("softmax", dict(M=4096, N=65536), {"cluster": 4}),
     # head dim 256: 64-key tiles, so that two stages fit in shared memory
@@ -48,8 +48,8 @@ def factory_tile(kernel):
     ("gemm_epilogue", dict(M=4000, N=256, K=2048), {"block_N": 128}),
     # K = 2047: rows of A off the 16 bytes TMA needs, so the T.Pipelined schedule, 128-wide tiles
     ("gemm", dict(M=5120, N=3000, K=2047), {"warp_specialized": False, "block_N": 128}),
-    # 3 million elements: blocks of 4096 so that every SM has a few
-    ("vector_add", dict(N=3_000_000), {"block_N": 4096}),
+    # 3 million elements: blocks of 2048, 8 elements a thread, so that every SM has many and the tail is short
+    ("vector_add", dict(N=3_000_000), {"block_N": 2048, "threads": 256}),
 ])
 def test_the_default_off_the_presets_comes_from_the_kernel_files_rule(own_data, name, problem, expected):
     kernel = catalogue.load(name)
@@ -242,7 +242,7 @@ def test_picked_by_is_in_the_result_json_of_compile(tmp_path):
               env={"PLAYGROUND_DATA": str(data)})
     result = json.loads(out.stdout)
     assert out.returncode == 0 and result["ok"], out.stderr[-2000:]
-    assert result["config"]["picked_by"] == "rule" and result["config"]["tile"]["block_N"] == 4096
+    assert result["config"]["picked_by"] == "rule" and result["config"]["tile"]["block_N"] == 2048
     # a tuning run stored for 2^22 on this GPU model: the same request now starts from it, and says so
     config_choice.remember("vector_add", dict(N=2**22), "float16", {"block_N": 16384, "threads": 512},
                            config_choice.gpu_model(), path=data / config_choice.USER_TABLE)

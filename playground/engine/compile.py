@@ -467,6 +467,14 @@ def launch_info(jit, sizes: dict | None = None) -> dict[str, Any]:
     return info
 
 
+def block_threads(launch: dict) -> int | None:
+    """Threads a block, from `launch_info`; None where the block's size is a symbolic expression."""
+    block = launch.get("block")
+    if not block or not all(isinstance(b, int) for b in block):
+        return None
+    return block[0] * block[1] * block[2]
+
+
 @contextlib.contextmanager
 def reporting_nvcc(progress: Callable[[str, float], None] | None):
     """Report the moment TileLang hands the generated CUDA to nvcc (the end of lowering): a page shows the two
@@ -545,8 +553,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         "spill_loads": figures.get("spill_loads"),
         "stack_bytes": figures.get("stack_bytes"),
         "sass_mix": sass_mix(sass),
-        "threads": (launch["block"][0] * launch["block"][1] * launch["block"][2])
-                   if all(isinstance(b, int) for b in launch.get("block") or ["none"]) else None,
+        "threads": block_threads(launch),
         **launch,
     }
     # What cannot launch is an error here, before anything is called compiled; what will be slow, a warning.

@@ -17,7 +17,7 @@ from typing import Callable
 
 from .catalogue import Config, Kernel, load_file
 from . import limits
-from .compile import explain, launch_info, make_prim_func, resolve_arch, tilelang_error
+from .compile import block_threads, explain, launch_info, make_prim_func, resolve_arch, tilelang_error
 from .errors import StageError
 
 CACHED_PASS_CONFIGS = {"tl.emit_line_directives": True}
@@ -37,9 +37,8 @@ def build_jit(kernel: Kernel, config: Config, arch: str | None):
         raise explain(tilelang_error(exc, str(kernel.path)), kernel, prim_func, arch) from None
     # What cannot launch (shared memory, threads) fails here, as in the full compile, not as a refused launch.
     launch = launch_info(jit, config.problem)
-    if all(isinstance(b, int) for b in launch.get("block") or ["none"]):
-        block = launch["block"]
-        limits.check({"shared_bytes": launch.get("dynamic_shared_bytes"), "threads": block[0] * block[1] * block[2]},
+    if (threads := block_threads(launch)) is not None:
+        limits.check({"shared_bytes": launch.get("dynamic_shared_bytes"), "threads": threads},
                      arch, limits.shared_buffers(prim_func), str(kernel.path), kernel.source)
     return jit
 
