@@ -216,9 +216,10 @@ def pick_config(M, N, K, num_sms=132, tiles=TILES):
 
     # The num_sms persistent blocks take the output tiles in rounds, and a round costs the same however few tiles
     # it has. 3072³ in 128 × 256 tiles is 288 tiles: three rounds, the last 18 % full (0.77× cuBLAS); in 128 × 128
-    # tiles, 576: five rounds, 87 % full (0.85×); in 128 × 192 tiles, 384: three rounds, 97 % full. A small output (1024³, or M = 128) fills one round only with
-    # 64 × 128 tiles. So: the tile with the shortest time, rounds × tile size ÷ speed (as cuBLAS's heuristics weigh
-    # wave quantization); on large outputs, whose last round is nearly full, that is 128 × 256.
+    # tiles, 576: five rounds, 87 % full (0.85×); in 128 × 192 tiles, 384: three rounds, 97 % full. A small output
+    # (1024³, or M = 128) fills one round only with 64 × 128 tiles. So: the tile with the shortest time, rounds ×
+    # tile size ÷ speed (as cuBLAS's heuristics weigh wave quantization); on large outputs, whose last round is
+    # nearly full, that is 128 × 256.
     def time(block_M, block_N, speed):
         count = -(-M // block_M) * -(-N // block_N)
         rounds = -(-count // num_sms)
