@@ -543,7 +543,7 @@ def test_code_views_read_at_4_5_to_1_in_light_and_dark(browser, url):
         open_page(page, url, f"?kernel=vector_add&N=4096&__theme={theme}")
         page.click("#pg-compile")
         assert "compiled vector_add" in wait_idle(page)
-        type_value(page, slot(page, "block_N"), "2048")  # a second, different compile: Compare has a diff
+        type_value(page, slot(page, "block_N"), "1024")  # a second, different compile: Compare has a diff
         page.click("#pg-compile")
         assert "compiled vector_add" in wait_idle(page)
         for tab, pane in (("CUDA", "#pg-cuda"), ("PTX", "#pg-ptx"), ("SASS", "#pg-sass"), ("Host code", "#pg-host")):
@@ -565,7 +565,7 @@ def test_code_views_read_at_4_5_to_1_in_light_and_dark(browser, url):
         # the history names the value that differs from the default, and its headers are whole words
         page.get_by_role("tab", name="History").click()
         page.wait_for_selector("#pg-hist-table")
-        assert "block_N=2048" in page.inner_text("#pg-hist-table")
+        assert "block_N=1024" in page.inner_text("#pg-hist-table")
         bad = low_contrast(page, ["#pg-status", "#pg-resources", "#pg-params", "#pg-header", "#pg-toolbar"])
         assert not bad, (theme, "page", bad[:5])
         shot(page, f"contrast_{theme}")
