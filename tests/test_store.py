@@ -84,6 +84,26 @@ def test_concurrent_writers_from_threads_lose_nothing(tmp_path):
     assert {r["student"] for r in store.leaderboard("softmax")} == {f"student{t}" for t in range(8)}
 
 
+def _open_at_once(data_dir: str, barrier) -> None:
+    barrier.wait()
+    Database(data_dir)
+
+
+def test_processes_opening_a_new_database_at_once_all_open_it(tmp_path):
+    # Switching a new file to WAL answers "database is locked" at once, past the busy timeout, to whoever loses
+    # the race: the first submissions to a fresh server must wait for it, not fail.
+    ctx = multiprocessing.get_context("fork")
+    for trial in range(20):
+        barrier = ctx.Barrier(8)
+        procs = [ctx.Process(target=_open_at_once, args=(str(tmp_path / str(trial)), barrier)) for _ in range(8)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0] * 8, f"trial {trial}"
+        assert Database(tmp_path / str(trial)).version() == len(migrations())
+
+
 def test_concurrent_writers_from_processes_lose_nothing(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_write_submissions, args=(str(tmp_path), f"p{i}", 20)) for i in range(4)]

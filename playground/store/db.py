@@ -63,7 +63,7 @@ class Database:
                                    check_same_thread=True)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = _set_wal(conn)
             if str(mode).lower() != "wal":
                 raise StoreError(f"{self.path} could not be put in WAL mode (it is in {mode} mode)")
             conn.execute("PRAGMA synchronous = NORMAL")  # with WAL: durable at each checkpoint, never corrupt
@@ -134,6 +134,23 @@ class Database:
             raise
         conn.execute("COMMIT")
         return self.version()
+
+
+def _set_wal(conn: sqlite3.Connection) -> str:
+    """Put the file in WAL mode; returns the mode it is in. Switching a new file to WAL takes an exclusive lock and
+    SQLite answers "database is locked" at once, without waiting on the busy timeout, when another process is
+    opening the same new file at that moment (students' first submissions to a fresh server): wait and retry,
+    up to the busy timeout like every other lock."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
 
 def _statements(script: str) -> list[str]:
