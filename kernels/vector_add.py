@@ -61,7 +61,7 @@ PRESETS = {
 
 
 
-def pick_config(N, num_sms=132):
+def pick_config(N):
     """The config for N elements when none is set or tuned (playground/engine/config_choice.py)."""
     if N >= 2**26:  # the defaults: at 2^28, 1.01 of the copy bandwidth on an H200 and an H100 (bench/)
         return {"block_N": 8192, "threads": 256}

@@ -576,5 +576,18 @@ def test_a_config_listed_twice_for_a_parallel_compile_is_compiled_once():
     small, large = k.resolve({"N": 4096}), k.resolve({"N": 8192})
     counted = []
     results = compile_all(k, [small, large, small], "sm_90a", workers=1, on_done=lambda i, n: counted.append((i, n)))
-    assert results == [None, None, None]
+    assert [r["error"] for r in results] == [None, None, None]
+    assert results[0]["identity"] == results[2]["identity"] != results[1]["identity"]
     assert counted == [(1, 2), (2, 2)], "two distinct configs, two compiles"
+
+
+def test_configs_that_compile_into_the_same_kernel_share_an_identity():
+    # Rows held whole (softmax_short_rows) walk nothing, so num_stages cannot change them: the autotuner measures
+    # such twins once (tune.twin_row). Rows per block do change the kernel.
+    from playground.engine.parallel_compile import compile_all
+    k = catalogue.load("softmax")
+    base = {"M": 4096, "N": 512, "threads": 128, "cluster": 1}
+    configs = [k.resolve({**base, "rows_per_block": r, "num_stages": s}) for r, s in ((4, 1), (4, 3), (2, 1))]
+    results = compile_all(k, configs, "sm_90a", workers=1)
+    assert [r["error"] for r in results] == [None, None, None]
+    assert results[0]["identity"] == results[1]["identity"] != results[2]["identity"]

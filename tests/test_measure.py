@@ -54,10 +54,12 @@ class StandIn:
                       for name in baseline_names(kernel, options.baselines, options.bench_baselines)})
         return Measurement(config, True, [verdict(config, True)], times)
 
-    def opener(self):
-        """What a plan takes as `open_measurer`: a Measurer with this function in place of `measure`."""
-        return lambda options: Measurer(options, timer=None, ceilings=CEILINGS, measure=self,
-                                        compile_all=lambda kernel, configs, *_, **__: [None] * len(configs),
+    def opener(self, identity=lambda c: None):
+        """What a plan takes as `open_measurer`: a Measurer with this function in place of `measure`, and a
+        precompile that says each config compiled, into the kernel `identity(config)` (None: a kernel of its own)."""
+        def compile_all(kernel, configs, *_, **__):
+            return [{"error": None, "identity": identity(c)} for c in configs]
+        return lambda options: Measurer(options, timer=None, ceilings=CEILINGS, measure=self, compile_all=compile_all,
                                         device_info=lambda: {"name": "stand-in (no GPU)"})
 
 
@@ -117,6 +119,27 @@ def test_tune_never_ranks_a_candidate_that_fails_verification(vector_add):
         assert r["error"].startswith("verify: wrong result")
     assert result.best["tile"]["threads"] == second and result.best["median_ms"] == pytest.approx(1 / second)
     assert result.to_json()["ok"]
+
+
+def test_tune_measures_each_distinct_kernel_once_and_shows_the_twins_with_its_result(vector_add):
+    # As if threads were a parameter the schedule ignores: every candidate of one block_N compiles into one kernel.
+    stand_in = StandIn(ms=lambda c: 1.0 / c.tile["block_N"])
+    config = vector_add.resolve({"N": 2**20})
+    result = tune(vector_add, config, max_configs=None,
+                  open_measurer=stand_in.opener(identity=lambda c: f"block_N={c.tile['block_N']}"))
+    assert len(result.rows) == space_size(vector_add)
+    assert sorted(c.tile["block_N"] for c in stand_in.seen) == sorted(vector_add.space["block_N"]), \
+        "one measurement for each distinct kernel"
+    assert result.rows[0]["threads"] == config.tile["threads"] and "same_kernel_as" not in result.rows[0]
+    twins = [r for r in result.rows if "same_kernel_as" in r]
+    assert len(twins) == len(result.rows) - len(stand_in.seen)
+    for r in twins:  # its own parameters, the result of the one it equals, and which one that is
+        assert r["median_ms"] == pytest.approx(1.0 / r["block_N"]) and r["verified"]
+        assert r["same_kernel_as"].startswith("threads=") and "block_N" not in r["same_kernel_as"]
+    biggest = max(vector_add.space["block_N"])
+    assert result.best["tile"]["block_N"] == biggest
+    first = next(c for c in stand_in.seen if c.tile["block_N"] == biggest)
+    assert result.best["tile"]["threads"] == first.tile["threads"], "the measured one wins, not its twin"
 
 
 def test_tune_with_no_verified_candidate_has_no_best(vector_add):
@@ -184,7 +207,7 @@ def test_a_bench_row_marked_graph_is_timed_as_cuda_graph_replays_and_says_so(vec
         seen_graph.append(options.graph)
         return inner(kernel, config, options, *rest)
     opener = lambda options: Measurer(options, timer=None, ceilings=CEILINGS, measure=measure,  # noqa: E731
-                                      compile_all=lambda kernel, configs, *_, **__: [None] * len(configs),
+                                      compile_all=lambda kernel, configs, *_, **__: [{"error": None}] * len(configs),
                                       device_info=lambda: {"name": "stand-in (no GPU)"})
     rows = bench([("vector_add", "float16", dict(N=2**20), "torch.add", 1.0, "graph"),
                   ("vector_add", "float16", dict(N=2**20), "torch.add", 1.0)], commit="test", log=lambda _: None,

@@ -275,6 +275,24 @@ def test_verification_table_pass_and_fail():
     assert "Run the kernel" in views.verification_html(None)
 
 
+def test_tune_view_shows_a_kernel_measured_once_with_the_candidates_that_compiled_into_it():
+    measured = {"rows_per_block": 4, "num_stages": 1, "compiled": True, "verified": True, "median_ms": 0.1,
+                "tflops": None, "gbps": 2000.0, "rel_error": 1e-4, "error": None}
+    slower = {**measured, "rows_per_block": 2, "median_ms": 0.2, "gbps": 1000.0}
+    twin = {**measured, "num_stages": 3, "same_kernel_as": "num_stages=1"}
+    # in the order tune writes them: a twin after the candidate it compiled into
+    tune = {"ok": True, "table": [slower, measured, twin], "best": {"tile": {"rows_per_block": 4, "num_stages": 1},
+                                                                    "median_ms": 0.1, "tflops": None, "gbps": 2000.0}}
+    frame = views.tune_frame(tune)
+    assert list(frame["num_stages"]) == [1, 3, 1] and list(frame["rows_per_block"]) == [4, 4, 2]
+    assert "same_kernel_as" not in frame.columns
+    assert frame.loc[0, "result"] == "✓ verified"
+    assert "the same kernel as num_stages=1" in frame.loc[1, "result"]
+    assert "1 the same kernel as another" in views.tune_summary_html(tune)
+    bars = charts.tune_figure(tune).data[0]
+    assert list(bars.x) == ["4/1", "2/1"], "a bar per kernel measured, labelled by its own parameters"
+
+
 def test_speed_view_and_chart():
     run = SAMPLES["run_gemm"]
     html = views.speed_html(run)

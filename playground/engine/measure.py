@@ -239,7 +239,7 @@ def verify_stage(kernel: Kernel, config: Config, options: MeasureOptions, jit, p
     others = [Config(p, config.dtype, config.tile) for p in problems if p != config.problem]
     if others:
         progress(f"compiling {len(others)} more shapes for verification", 0.3)
-    errors = parallel.compile_all(kernel, others, options.arch)
+    errors = [done["error"] for done in parallel.compile_all(kernel, others, options.arch)]
     verdicts = []
     for i, (c, err) in enumerate(zip(others + [config], errors + [None])):
         progress(f"verifying {problem_label(c.problem)}", 0.4 + 0.3 * i / len(others + [config]))
@@ -326,6 +326,7 @@ class Measurer:
         self.compile_all = compile_all or parallel.compile_all
         self.device_info = device_info or device.info  # read when asked: the clocks of the moment
         self.compile_errors: dict[tuple[str, str], StageError] = {}
+        self.identities: dict[tuple[str, str], str] = {}  # what each precompiled config runs (kernel_identity)
         self.lost_at: str | None = None
 
     @classmethod
@@ -343,13 +344,23 @@ class Measurer:
     def precompile(self, kernel: Kernel, configs: list[Config], workers: int | None = None,
                    on_done: Callable[[int, int], None] | None = None) -> list[StageError | None]:
         """Compile `configs` in parallel into TileLang's cache; a failure is remembered and becomes the error of that
-        configuration's measurement."""
-        errors = [StageError(**e) if e else None
-                  for e in self.compile_all(kernel, configs, self.options.arch, workers, on_done)]
-        for c, e in zip(configs, errors):
+        configuration's measurement, and what each compiled into is remembered for `same_kernel`."""
+        done = self.compile_all(kernel, configs, self.options.arch, workers, on_done)
+        errors = [StageError(**d["error"]) if d["error"] else None for d in done]
+        for c, d, e in zip(configs, done, errors):
             if e is not None:
                 self.compile_errors[self._key(kernel, c)] = e
+            elif d.get("identity"):
+                self.identities[self._key(kernel, c)] = d["identity"]
         return errors
+
+    def same_kernel(self, kernel: Kernel, config: Config, others: list[Config]) -> Config | None:
+        """The first of `others` that compiled into the very kernel `config` did (the same CUDA, the same launch),
+        if the precompile saw both; else None."""
+        mine = self.identities.get(self._key(kernel, config))
+        if mine is None:
+            return None
+        return next((o for o in others if self.identities.get(self._key(kernel, o)) == mine), None)
 
     def measure(self, kernel: Kernel, config: Config, progress: Progress = quiet,
                 options: MeasureOptions | None = None) -> Measurement:

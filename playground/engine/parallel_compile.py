@@ -8,6 +8,7 @@ cache in milliseconds. The edited source is written to the same content-addresse
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import multiprocessing
 import os
@@ -43,15 +44,28 @@ def build_jit(kernel: Kernel, config: Config, arch: str | None):
     return jit
 
 
-def _compile_one(name: str, path: str, config: dict, arch: str) -> dict | None:
+def kernel_identity(jit) -> str:
+    """A hash of what runs: the generated CUDA and the host code that checks the arguments and launches it (grid,
+    block, shared memory). Two configs with the same identity are the same kernel (a parameter the schedule ignores
+    at this size, such as softmax's num_stages for rows held whole), so one measurement answers for both."""
+    text = jit.get_kernel_source() + "\n" + jit.get_host_source()
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _compile_one(name: str, path: str, config: dict, arch: str) -> dict:
+    """{"error": a StageError's JSON or None, "identity": kernel_identity or None}."""
     try:
         kernel = load_file(name, path)
-        build_jit(kernel, Config(config["problem"], config["dtype"], config["tile"]), arch)
-        return None
+        jit = build_jit(kernel, Config(config["problem"], config["dtype"], config["tile"]), arch)
+        try:
+            identity = kernel_identity(jit)
+        except Exception:  # no source to read (another backend): the config is simply its own kernel
+            identity = None
+        return {"error": None, "identity": identity}
     except StageError as err:
-        return err.to_json()
+        return {"error": err.to_json(), "identity": None}
     except Exception as exc:  # a worker must answer, whatever happened
-        return StageError("internal", f"{type(exc).__name__}: {exc}").to_json()
+        return {"error": StageError("internal", f"{type(exc).__name__}: {exc}").to_json(), "identity": None}
 
 
 def default_workers() -> int:
@@ -59,16 +73,17 @@ def default_workers() -> int:
 
 
 def compile_all(kernel: Kernel, configs: list[Config], arch: str | None = None, workers: int | None = None,
-                on_done: Callable[[int, int], None] | None = None) -> list[dict | None]:
-    """Compile `configs` in parallel into TileLang's cache; returns, per config, None or the error's JSON. A config
-    listed twice (the benchmark measures some problems twice) is compiled once."""
+                on_done: Callable[[int, int], None] | None = None) -> list[dict]:
+    """Compile `configs` in parallel into TileLang's cache; returns, per config, {"error": None or the error's JSON,
+    "identity": the compiled kernel's `kernel_identity`}. A config listed twice (the benchmark measures some
+    problems twice) is compiled once."""
     arch = resolve_arch(arch)
     keys = [json.dumps(c.to_json(), sort_keys=True) for c in configs]
     distinct = list(dict.fromkeys(keys))
     if not distinct:
         return []
     workers = min(workers or default_workers(), len(distinct))
-    done: dict[str, dict | None] = {}
+    done: dict[str, dict] = {}
     if workers <= 1:
         for i, key in enumerate(distinct):
             done[key] = _compile_one(kernel.name, str(kernel.path), json.loads(key), arch)

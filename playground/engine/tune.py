@@ -3,6 +3,8 @@
 Every candidate is compiled first, in parallel on the CPU cores; then, one at a time on the GPU, each that compiled
 is measured (measure.py): verified at the problem being tuned (a wrong kernel may not win, however fast) and, only
 if right, timed. The table keeps every candidate with why it lost; only timed candidates, all verified, are ranked.
+A candidate that compiled into the very kernel of one measured before it (the same CUDA and launch: a parameter the
+schedule ignores at this size) is not run again; its line carries that one's result and says which it is.
 """
 from __future__ import annotations
 
@@ -73,6 +75,15 @@ def tune_row(kernel: Kernel, m: Measurement) -> dict:
     return row
 
 
+def twin_row(kernel: Kernel, config: Config, measured_row: dict, twin: Config) -> dict:
+    """The line of a candidate that compiled into the very kernel of one measured before it (a parameter this
+    schedule ignores at this size): that one's result, and which it is, so that the table shows the parameter
+    made no difference instead of timing the same kernel twice."""
+    differs = [k for k in kernel.space if k in config.tile and config.tile[k] != twin.tile[k]]
+    return {**measured_row, **{k: config.tile[k] for k in kernel.space if k in config.tile},
+            "same_kernel_as": ", ".join(f"{k}={twin.tile[k]}" for k in differs)}
+
+
 def tune(kernel: Kernel, config: Config, arch: str | None = None, max_configs: int | None = DEFAULT_MAX_CONFIGS,
          budget_ms: float = 300.0, workers: int | None = None, progress: Progress | None = None,
          open_measurer: Callable[[MeasureOptions], Measurer] = Measurer.open) -> TuneResult:
@@ -85,13 +96,18 @@ def tune(kernel: Kernel, config: Config, arch: str | None = None, max_configs: i
     progress(f"compiling {n} candidates", 0.0, None)
     measurer.precompile(kernel, configs, workers,
                         on_done=lambda i, total: progress(f"compiled {i}/{total}", 0.5 * i / total, None))
-    measurements, rows = [], []
+    measurements, rows, measured = [], [], []
     for i, c in enumerate(configs):
-        m = measurer.measure(kernel, c)
-        measurements.append(m)
-        rows.append(tune_row(kernel, m))
+        twin = measurer.same_kernel(kernel, c, measured)
+        if twin is not None:  # the same CUDA as one measured already: its result, not a second run of the GPU
+            rows.append(twin_row(kernel, c, rows[configs.index(twin)], twin))
+        else:
+            m = measurer.measure(kernel, c)
+            measurements.append(m)
+            measured.append(c)
+            rows.append(tune_row(kernel, m))
         progress(f"measured {i + 1}/{n}", 0.5 + 0.5 * (i + 1) / n, rows[-1])
-    timed = [(m, row) for m, row in zip(measurements, rows) if m.timed]  # timed implies verified
+    timed = [(m, tune_row(kernel, m)) for m in measurements if m.timed]  # timed implies verified
     if not timed:
         return TuneResult(kernel.name, config, rows, None, measurer.device_info())
     best, best_row = min(timed, key=lambda mr: mr[0].times["kernel"]["median_ms"])

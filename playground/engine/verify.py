@@ -77,9 +77,10 @@ def compare(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> dict:
     rel = err_norm / ref_norm if ref_norm > 0 else err_norm
     exact = is_exact(dtype)
     atol, rtol = (0.0, 0.0) if exact else ELEMENT_TOLERANCE.get(dtype, (1e-2, 1e-2))
-    bad = diff > atol + rtol * r.abs()
     if exact and not out.is_floating_point() and not ref.is_floating_point():
         bad = out.detach() != ref.detach().to(out.dtype)  # natively: float64 holds integers only up to 2^53
+    else:
+        bad = diff > atol + rtol * r.abs()
     mismatches = int(bad.sum())
     first = [list(map(int, idx)) for idx in torch.nonzero(bad)[:FIRST_MISMATCHES].tolist()] if mismatches else []
     limit = 0.0 if exact else REL_ERROR_LIMIT.get(dtype, 1e-2)

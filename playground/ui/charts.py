@@ -106,13 +106,15 @@ def history_figure(history: list[dict]) -> go.Figure | None:
 
 
 def tune_figure(result: dict | None) -> go.Figure | None:
-    """The verified configurations, fastest first, as bars of TFLOP/s (or GB/s), the best highlighted."""
-    rows = [r for r in (result or {}).get("table") or [] if r.get("median_ms") is not None]
+    """The verified configurations, fastest first, as bars of TFLOP/s (or GB/s), the best highlighted. A bar per
+    kernel: a candidate that compiled into the same kernel as another (tune.twin_row) is that one's bar."""
+    rows = [r for r in (result or {}).get("table") or []
+            if r.get("median_ms") is not None and r.get("same_kernel_as") is None]
     if not rows:
         return None
     rows = sorted(rows, key=lambda r: r["median_ms"])[:30]
     space = [k for k in rows[0] if k not in ("compiled", "verified", "median_ms", "tflops", "gbps", "rel_error",
-                                             "error")]
+                                             "error", "same_kernel_as")]
     labels = ["/".join(str(r[k]) for k in space) for r in rows]
     use_tflops = any((r.get("tflops") or 0) >= 1 for r in rows)
     values = [r.get("tflops") if use_tflops else r.get("gbps") for r in rows]

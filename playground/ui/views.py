@@ -413,11 +413,13 @@ def tune_frame(result: dict | None) -> pd.DataFrame:
     rows = (result or {}).get("table") or []
     if not rows:
         return pd.DataFrame()
-    skip = ("compiled", "verified", "median_ms", "tflops", "gbps", "rel_error", "error")
+    skip = ("compiled", "verified", "median_ms", "tflops", "gbps", "rel_error", "error", "same_kernel_as")
     out = []
     for r in rows:
         row = {k: v for k, v in r.items() if k not in skip}
         row["result"] = "✓ verified" if r.get("verified") else f"✗ {r.get('error') or 'failed'}"
+        if r.get("same_kernel_as") is not None:  # tune.twin_row: one kernel, measured once
+            row["result"] += f" (the same kernel as {r['same_kernel_as']}: measured once)"
         row["median ms"] = _round(r.get("median_ms"), 4)
         row["TFLOP/s"] = _round(r.get("tflops"), 1)
         row["GB/s"] = _round(r.get("gbps"), 0)
@@ -425,7 +427,9 @@ def tune_frame(result: dict | None) -> pd.DataFrame:
         out.append(row)
     frame = pd.DataFrame(out)
     order = frame["median ms"].isna()
-    return frame.assign(_o=order).sort_values(["_o", "median ms"]).drop(columns="_o").reset_index(drop=True)
+    # stable: a kernel measured once stays above the candidates that compiled into it (tune.twin_row)
+    return (frame.assign(_o=order).sort_values(["_o", "median ms"], kind="stable").drop(columns="_o")
+            .reset_index(drop=True))
 
 
 def _round(x, digits: int):
@@ -442,7 +446,9 @@ def tune_summary_html(result: dict | None) -> str:
     best = result.get("best") or {}
     rows = result.get("table") or []
     verified = sum(1 for r in rows if r.get("verified"))
-    return (f'<div class="pg-verdict good">Best of {len(rows)} tried ({verified} verified): '
+    twins = sum(1 for r in rows if r.get("same_kernel_as") is not None)
+    same = f", {twins} the same kernel as another" if twins else ""
+    return (f'<div class="pg-verdict good">Best of {len(rows)} tried ({verified} verified{same}): '
             f'<code>{esc(tile_label(best.get("tile") or {}))}</code> — {esc(fmt_ms(best.get("median_ms")))}'
             + (f', {best["tflops"]:.1f} TFLOP/s' if best.get("tflops") else "") + "</div>")
 
