@@ -591,3 +591,17 @@ def test_configs_that_compile_into_the_same_kernel_share_an_identity():
     results = compile_all(k, configs, "sm_90a", workers=1)
     assert [r["error"] for r in results] == [None, None, None]
     assert results[0]["identity"] == results[1]["identity"] != results[2]["identity"]
+
+
+def test_a_compile_process_that_dies_is_that_configs_error_not_the_end_of_the_whole_compile(tmp_path):
+    # A worker killed for memory, or crashed inside the compiler, breaks the process pool: the configs it had not
+    # answered get a clear error, and the caller (a tuning run, a check shape) carries on.
+    from playground.engine.parallel_compile import compile_all
+    source = (ROOT / "kernels" / "vector_add.py").read_text()
+    dying = tmp_path / "vector_add.py"
+    dying.write_text("import multiprocessing, os\nif multiprocessing.parent_process() is not None:\n"
+                     "    os._exit(9)  # only in a compile process\n" + source)
+    k = catalogue.load_file("vector_add", dying)
+    results = compile_all(k, [k.resolve({"N": 4096}), k.resolve({"N": 8192})], "sm_90a", workers=2)
+    assert [r["error"]["stage"] for r in results] == ["tilelang", "tilelang"]
+    assert all("compile process died" in r["error"]["message"] for r in results)

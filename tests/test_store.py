@@ -180,3 +180,19 @@ def test_a_board_reset_hides_earlier_submissions_from_the_board_only(tmp_path):
     store.add_submission("gemm", "Grace", "d", {}, accepted=True, median_ms=3.0, baseline_ms=1.5)
     assert [(r["student"], r["speedup"]) for r in store.leaderboard("gemm")] == [("Grace", 0.5)]
     assert json.loads(json.dumps(store.submission(4)))["source"] == "d"
+
+
+def test_a_write_that_cannot_get_the_lock_in_time_is_a_store_error_not_a_crash(tmp_path, monkeypatch):
+    # The page catches StoreError and tells the student; a raw sqlite3 error would reach them as a bare "Error".
+    import playground.store.db as db_module
+    monkeypatch.setattr(db_module, "BUSY_TIMEOUT_MS", 200)
+    store = Store(tmp_path)
+    holder = sqlite3.connect(tmp_path / db_module.FILE_NAME, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process in the middle of a long write
+    try:
+        with pytest.raises(StoreError, match="cannot be written now"):
+            store.add_submission("softmax", "ann", "source", {}, accepted=True, median_ms=1.0)
+    finally:
+        holder.execute("ROLLBACK")
+    store.add_submission("softmax", "ann", "source", {}, accepted=True, median_ms=1.0)  # and works once it is free
+    assert len(store.submissions("softmax")) == 1

@@ -804,6 +804,19 @@ def test_a_top_level_dynamic_size_belongs_to_the_kernels_that_use_it_and_numpy_r
     other.resolve({})
 
 
+def test_a_top_level_dynamic_size_kept_under_another_python_name_is_still_asked_for(tmp_path):
+    # `rows = T.symbolic("M")`, used as `rows`: the size is M, and without it the inputs cannot be made.
+    from playground.engine import catalogue
+    source = (TOP_LEVEL_SYMBOLIC.replace('M = T.symbolic("M")', 'rows = T.symbolic("M")')
+              .replace("(M, N)", "(rows, N)").replace("ceildiv(M,", "ceildiv(rows,").replace("< M:", "< rows:"))
+    assert re.findall(r"\bM\b", source) == ["M"]  # only in T.symbolic("M")
+    path = write(tmp_path, source)
+    uses = catalogue.load(str(path), entry="rows_add")
+    assert "M" in uses.problem_names
+    assert uses.resolve({"M": 8}).problem["M"] == 8
+    assert "M" not in catalogue.load(str(path), entry="fixed_add").problem_names
+
+
 def test_exact_outputs_are_compared_as_integers_beyond_what_a_double_holds():
     import torch
     from playground.engine.verify import compare

@@ -93,3 +93,12 @@ def test_an_output_without_a_reference_is_never_called_verified():
     half[:2] = 1
     v = unchecked(half)
     assert not v["passed"] and "2 of 4 elements are NaN or Inf" in v["message"]
+
+
+def test_an_integer_output_is_compared_without_wrapping_the_reference_into_its_type():
+    # int32 5 against an int64 reference of 2^32 + 5, uint8 255 against -1: equal only after a wrap
+    ref = torch.tensor([2**32 + 5, 7], dtype=torch.int64)
+    v = compare(torch.tensor([5, 7], dtype=torch.int32), ref, "int32")
+    assert not v["passed"] and v["mismatches"] == 1 and v["first_mismatches"] == [[0]]
+    assert not compare(torch.tensor([255], dtype=torch.uint8), torch.tensor([-1]), "uint8")["passed"]
+    assert compare(torch.tensor([5, 7], dtype=torch.int32), torch.tensor([5, 7]), "int32")["passed"]

@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
 
 from .catalogue import Config, Kernel, load_file
@@ -95,7 +96,14 @@ def compile_all(kernel: Kernel, configs: list[Config], arch: str | None = None, 
         futures = {key: pool.submit(_compile_one, kernel.name, str(kernel.path), json.loads(key), arch)
                    for key in distinct}
         for i, (key, f) in enumerate(futures.items()):
-            done[key] = f.result()
+            try:
+                done[key] = f.result()
+            except BrokenProcessPool:
+                # A compile process died (killed for memory, a crash inside the compiler): the pool is gone, so the
+                # configs it had not answered get that as their error; the others keep their answers.
+                done[key] = {"error": StageError(
+                    "tilelang", "the compile process died before it answered (out of memory, or a crash in the "
+                    "compiler); try this config alone").to_json(), "identity": None}
             if on_done:
                 on_done(i + 1, len(distinct))
     return [done[k] for k in keys]

@@ -429,18 +429,23 @@ class UserKernel(Kernel):
             own = inspect.getsource(fn) if fn is not None else ""
         except (OSError, TypeError):
             pass
-        top = []
+        top: list[tuple[str, set[str]]] = []  # (a top-level statement, the Python names it assigns)
         try:
-            top = [ast.get_source_segment(self.source, node) or "" for node in ast.parse(self.source).body
-                   if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            for node in ast.parse(self.source).body:
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    assigned = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                    top.append((ast.get_source_segment(self.source, node) or "", assigned))
         except SyntaxError:
             pass
         names: list[str] = []
-        for text, shared in [(own, False)] + [(t, True) for t in top]:
+        for text, assigned, shared in [(own, set(), False)] + [(t, a, True) for t, a in top]:
             for m in SYMBOLIC_CALL.finditer(text):
                 for n in re.split(r"[\s,]+", m.group(1).strip()):
-                    # a size declared at the top of the file is this kernel's only if its source uses the name
-                    if n and n not in names and (not shared or not own or re.search(rf"\b{re.escape(n)}\b", own)):
+                    # a size declared at the top of the file is this kernel's only if its source uses it: by the
+                    # size's name, or by the Python name it is kept in (`rows = T.symbolic("M")`, then `rows`)
+                    used = not shared or not own or any(re.search(rf"\b{re.escape(u)}\b", own)
+                                                        for u in {n} | assigned)
+                    if n and n not in names and used:
                         names.append(n)
         return names
 

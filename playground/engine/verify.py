@@ -78,7 +78,10 @@ def compare(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> dict:
     exact = is_exact(dtype)
     atol, rtol = (0.0, 0.0) if exact else ELEMENT_TOLERANCE.get(dtype, (1e-2, 1e-2))
     if exact and not out.is_floating_point() and not ref.is_floating_point():
-        bad = out.detach() != ref.detach().to(out.dtype)  # natively: float64 holds integers only up to 2^53
+        # natively (float64 holds integers only up to 2^53), in a type that holds both: a reference of 2^32 + 5
+        # must not wrap to an int32 output's 5
+        common = torch.promote_types(out.dtype, ref.dtype)
+        bad = out.detach().to(common) != ref.detach().to(common)
     else:
         bad = diff > atol + rtol * r.abs()
     mismatches = int(bad.sum())

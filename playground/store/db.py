@@ -92,20 +92,43 @@ class Database:
         """One write transaction: BEGIN IMMEDIATE takes the write lock up front (waiting for it, not failing
         half-way); a refused row rolls everything back and raises StoreError."""
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as exc:  # the lock not had within the busy timeout, a read-only file
+            raise StoreError(f"the database {self.path.name} cannot be written now: {exc}") from None
         try:
             yield conn
         except sqlite3.IntegrityError as exc:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise StoreError(f"the database refused the row: {exc}") from None
+        except sqlite3.DatabaseError as exc:  # a full disk, an I/O error
+            _rollback(conn)
+            raise StoreError(f"the database {self.path.name} could not be written: {exc}") from None
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         else:
-            conn.execute("COMMIT")
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                _rollback(conn)
+                raise StoreError(f"the database {self.path.name} could not be written: {exc}") from None
+
+    @contextlib.contextmanager
+    def reading(self):
+        """This thread's connection for reads (no lock: WAL readers never wait); a failed read raises StoreError."""
+        try:
+            yield self.conn
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"the database {self.path.name} cannot be read: {exc}") from None
 
     def query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
-        return self.conn.execute(sql, args).fetchall()
+        with self.reading() as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def one(self, sql: str, args: tuple = ()) -> sqlite3.Row | None:
+        with self.reading() as conn:
+            return conn.execute(sql, args).fetchone()
 
     # -- migrations ---------------------------------------------------------------------------------------------
     def version(self) -> int:
@@ -134,6 +157,14 @@ class Database:
             raise
         conn.execute("COMMIT")
         return self.version()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Undo the open transaction, if SQLite has not already (it rolls back by itself after some errors, and a
+    ROLLBACK then would raise and hide the error that matters)."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.DatabaseError):
+            conn.execute("ROLLBACK")
 
 
 def _set_wal(conn: sqlite3.Connection) -> str:

@@ -5,7 +5,6 @@ Everything here is plain data in and out (dicts, str); nothing here runs or impo
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
 import json
@@ -120,7 +119,7 @@ class Store:
         params_json, summary_json = _canonical(params), None if summary is None else _canonical(summary)
         for length in range(SHARE_ID_LENGTH, len(digest) + 1, 4):
             share_id = digest[:length]
-            with self.db.transaction() if store else contextlib.nullcontext(self.db.conn) as conn:  # (a look: no lock)
+            with self.db.transaction() if store else self.db.reading() as conn:  # (a look: no lock)
                 row = conn.execute("SELECT kernel, source, params, summary FROM shares WHERE id = ?",
                                    (share_id,)).fetchone()
                 if row is None:
@@ -140,7 +139,7 @@ class Store:
         share_id = str(share_id or "").strip()
         if not share_id.isalnum() or not 8 <= len(share_id) <= 32:
             return None
-        row = self.db.conn.execute("SELECT * FROM shares WHERE id = ?", (share_id.lower(),)).fetchone()
+        row = self.db.one("SELECT * FROM shares WHERE id = ?", (share_id.lower(),))
         if row is None:
             return None
         return {"id": row["id"], "kernel": row["kernel"], "source": row["source"],
@@ -160,11 +159,11 @@ class Store:
         return [r["name"] for r in self.db.query("SELECT name FROM students ORDER BY name")]
 
     def has_roster(self) -> bool:
-        return self.db.conn.execute("SELECT 1 FROM students LIMIT 1").fetchone() is not None
+        return self.db.one("SELECT 1 FROM students LIMIT 1") is not None
 
     def check_student(self, name: str, password: str) -> bool:
-        row = self.db.conn.execute("SELECT password_hash FROM students WHERE name = ?",
-                                   (" ".join(str(name or "").split()),)).fetchone()
+        row = self.db.one("SELECT password_hash FROM students WHERE name = ?",
+                          (" ".join(str(name or "").split()),))
         return row is not None and verify_password(password, row["password_hash"])
 
     # -- submissions ------------------------------------------------------------------------------------------------
@@ -200,7 +199,7 @@ class Store:
         return [self._submission(r, False) for r in self.db.query(sql + " ORDER BY id DESC", tuple(args))]
 
     def submission(self, submission_id: int) -> dict | None:
-        row = self.db.conn.execute("SELECT * FROM submissions WHERE id = ?", (int(submission_id),)).fetchone()
+        row = self.db.one("SELECT * FROM submissions WHERE id = ?", (int(submission_id),))
         return None if row is None else self._submission(row, True)
 
     # -- boards -----------------------------------------------------------------------------------------------------
