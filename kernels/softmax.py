@@ -123,7 +123,7 @@ def softmax_cluster(M, N, dtype, cluster, threads):
     num_stages do not apply). The partial maxes, then the partial sums, cross the cluster as asynchronous copies
     from one CTA's shared memory into another's, each landing on the receiver's mbarrier: no cluster-wide barrier
     on a row's path (bench/README.md: a `barrier.cluster` with release semantics puts a GPU-wide memory fence in
-    every warp; the kernel went from 0.87 to 0.94 of copy bandwidth without it)."""
+    every warp; without it the kernel went from 0.89 to 0.96 of the same-size copy's bandwidth on the H200)."""
     accum_dtype = "float32"
     part = padded(-(-N // cluster), dtype, threads)  # columns a CTA holds
 
@@ -230,17 +230,17 @@ def pick_config(N, dtype):
         # first arrives: 256 threads from 4096 fp16 columns up, 128 below (at 2048: 0.94 of copy bandwidth against
         # 0.78 with 256, each thread then waiting on a single load).
         "threads": 256 if N >= 2 * 256 * vector else 128,
-        # At least 2048 elements a block: short rows share one (1024: two rows, 0.93 of copy bandwidth against 0.86
-        # with one; 512: four, held together: softmax_short_rows), so a block's fixed costs (its launch, the two
-        # reductions' barriers) are paid for enough bytes. Longer rows: a row a block (at 4096, 4 rows a block
-        # gave 0.87 against 0.90).
+        # At least 2048 elements a block: short rows share one, held together (softmax_short_rows: 1024 columns two
+        # rows a block, 512 four), so a block's fixed costs (its launch, the two reductions' barriers) are paid for
+        # enough bytes (at 1024, two rows a block walked one by one already gave 0.93 of copy bandwidth against
+        # 0.86 for one). Longer rows: a row a block (at 4096, 4 rows a block gave 0.87 against 0.90).
         # A power of two up to 32 (the space's largest), so that it divides the threads.
         "rows_per_block": min(32, 1 << max(0, (2048 // N).bit_length() - 1)),
     }
 
 
-# Verification runs on these too: ragged rows and columns, the long-row layout on a few rows, and short ragged rows
-# held together (four a block, the last block part-full).
+# Verification runs on these too, with the tile under test: ragged rows and columns, the long-row layout on a few
+# rows, and short ragged rows (held together, the last block part-full, when that tile has several rows a block).
 CHECK_SHAPES = [dict(M=1000, N=1000), dict(M=333, N=3000), dict(M=100, N=32768), dict(M=1001, N=300)]
 
 

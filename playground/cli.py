@@ -90,8 +90,8 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
                 result = run(kernel, config, arch, seed=options.get("seed"), graph=options.get("graph", False),
                              progress=options.get("progress") or (lambda *_: None))
             elif action == "tune":
-                from .engine.tune import tune
-                result = tune(kernel, config, arch, max_configs=options.get("max_configs", 32),
+                from .engine.tune import DEFAULT_MAX_CONFIGS, tune
+                result = tune(kernel, config, arch, max_configs=options.get("max_configs", DEFAULT_MAX_CONFIGS),
                               progress=options.get("progress")).to_json()
             elif action == "ir":
                 from .engine.ir import lower_passes
@@ -203,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--seed", type=int)
             p.add_argument("--graph", action="store_true", help="time CUDA-graph replays (microsecond kernels)")
         if action == "tune":
-            p.add_argument("--max-configs", type=int, default=32)
+            from .engine.tune import DEFAULT_MAX_CONFIGS
+            p.add_argument("--max-configs", type=int, default=DEFAULT_MAX_CONFIGS)
     from .engine.bench import add_arguments as add_bench
     add_bench(sub.add_parser("bench", help="every kernel against its baselines and the GPU's ceilings"))
     args = parser.parse_args(argv)

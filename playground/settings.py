@@ -190,6 +190,19 @@ class Settings:
                                 "the password it names (unset the variable for a server without login)")
         return first
 
+    @property
+    def compile_processes(self) -> int:
+        """Compiles that run at once, in the job queue and inside one job (a tuning run's parallel compile):
+        `cpu_slots`, else the CPU cores this process may use (its affinity, which a container or taskset narrows,
+        not the machine's count), at most 16."""
+        if self.cpu_slots:
+            return max(1, self.cpu_slots)
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cores = os.cpu_count() or 1
+        return max(1, min(16, cores))
+
     def install(self) -> "Settings":
         """Make these the settings `current()` answers in this process (a starting process calls it once)."""
         global _current

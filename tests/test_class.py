@@ -69,6 +69,18 @@ def test_new_share_links_are_limited_per_user_and_sharing_the_same_content_again
     assert room.share("gemm", "# one more\n", {}, None, who="user:Grace")["ok"], "another user has their own count"
 
 
+def test_share_links_made_at_once_never_pass_the_limit_and_idle_names_take_no_room():
+    from concurrent.futures import ThreadPoolExecutor
+    from playground.ui.classroom import Recent
+    recent = Recent(window=60)
+    with ThreadPoolExecutor(16) as pool:
+        refused = list(pool.map(lambda _: recent.take("user:Ada", 5), range(64)))
+    assert sum(w is None for w in refused) == 5, "exactly the limit got through"
+    for i in range(1000):  # names asked about (a teacher endpoint under many logins) with nothing counted
+        assert recent.wait(f"user:{i}", 3) is None
+    assert list(recent.times) == ["user:Ada"]
+
+
 def test_the_share_endpoint_counts_against_the_logged_in_name_else_the_address(tmp_path):
     import gradio as gr
     from starlette.requests import Request

@@ -168,6 +168,20 @@ def test_the_nearest_tuned_shape_is_nearest_in_log_distance(own_data):
     assert gemm.resolve(dict(M=4000, N=4000, K=4000)).tuned_for == f"2048×2048×2048 on {gpu}"
 
 
+def test_a_tuning_run_serves_dtypes_of_its_element_width_and_prefers_its_own_dtype(own_data):
+    gpu = config_choice.gpu_model()
+    softmax = catalogue.load("softmax")
+    problem = dict(M=8192, N=2048)  # no preset: the rule's, unless a run is near
+    config_choice.remember("softmax", dict(M=8192, N=2000), "float32", {"threads": 512}, gpu)
+    assert softmax.resolve({**problem, "dtype": "float16"}).picked_by == "rule"  # tuned for twice the bytes
+    assert softmax.resolve({**problem, "dtype": "float32"}).tile["threads"] == 512
+    config_choice.remember("softmax", dict(M=8192, N=2000), "bfloat16", {"threads": 128}, gpu)
+    config_choice.remember("softmax", dict(M=8192, N=2000), "float16", {"threads": 256}, gpu)
+    assert softmax.resolve({**problem, "dtype": "float16"}).tile["threads"] == 256  # as near: its own dtype's
+    assert softmax.resolve({**problem, "dtype": "bfloat16"}).tile["threads"] == 128
+    assert softmax.resolve({**problem, "dtype": "float32"}).tile["threads"] == 512
+
+
 def test_a_tuning_run_on_another_gpu_model_is_not_reused(own_data):
     config_choice.remember("gemm", dict(M=4096, N=4096, K=4096), "float16", {"num_stages": 2}, "NVIDIA A100-SXM4-80GB")
     assert catalogue.load("gemm").resolve(dict(M=4000, N=4096, K=4096)).picked_by == "rule"

@@ -149,6 +149,20 @@ def test_tune_with_no_verified_candidate_has_no_best(vector_add):
     assert all(r["median_ms"] is None for r in out["table"])
 
 
+def test_a_tune_where_no_candidate_compiles_says_so_with_the_compile_error_and_its_line(vector_add):
+    err = StageError("tilelang", "T.copy: the shapes do not match", 21).to_json()
+
+    def refused(kernel, config, options, timer, compile_error=None, progress=None):
+        return Measurement(config, error=compile_error)
+    opener = lambda options: Measurer(options, timer=None, ceilings=CEILINGS, measure=refused,  # noqa: E731
+                                      compile_all=lambda kernel, configs, *_, **__: [{"error": err}] * len(configs),
+                                      device_info=lambda: {"name": "stand-in (no GPU)"})
+    out = tune(vector_add, vector_add.resolve({"N": 2**20}), max_configs=4, open_measurer=opener).to_json()
+    assert not out["ok"] and out["error"]["stage"] == "tilelang" and out["error"]["line"] == 21
+    message = out["error"]["message"]
+    assert "no candidate could be measured" in message and "shapes do not match" in message
+
+
 def test_tune_stops_measuring_once_the_cuda_context_is_lost(vector_add):
     # The lost context is a typed fact (DeviceError.context_lost), not a message to match.
     config = vector_add.resolve({"N": 2**20})

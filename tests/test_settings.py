@@ -1,5 +1,6 @@
 """Settings in one place: one module reads the environment, the README's table is the dataclass's, and a setting
 given to the server reaches the job it starts (the process limit, through the real job layer)."""
+import os
 import ast
 import dataclasses
 import errno
@@ -122,3 +123,16 @@ def test_the_process_limit_of_the_settings_reaches_the_job_and_holds():
     roomy = seen_by_job(base.replace(processes=512), 100)
     assert roomy["limit"] == 512 and roomy["started"] == 100, roomy
     assert roomy["forked"] == 20 and roomy["refused"] is None, roomy
+
+
+def test_compiles_at_once_are_the_cpu_slots_setting_else_the_cores_this_process_may_use(monkeypatch):
+    # One number for the job queue's compile slots and a tuning run's parallel compile inside a job.
+    from playground.engine.parallel_compile import default_workers
+    assert Settings(cpu_slots=3).compile_processes == 3
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)  # a container's 2 of 64 cores
+    assert Settings().compile_processes == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert Settings().compile_processes == 16
+    import playground.settings as settings_module
+    monkeypatch.setattr(settings_module, "_current", Settings(cpu_slots=5))  # as a job's worker installs its own
+    assert default_workers() == 5

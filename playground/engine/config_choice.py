@@ -137,7 +137,9 @@ def user_entries(gpu: str) -> list[dict]:
 
 def nearest(kernel, problem: dict, dtype: str, gpu: str | None = None) -> tuple[dict, float] | None:
     """The tuned entry of the same kernel and shape class on this GPU model nearest to `problem`, with its distance,
-    if one lies within MAX_DISTANCE. Of two as near, the user's own run wins over the shipped table."""
+    if one lies within MAX_DISTANCE. Only entries whose elements are as wide as `dtype`'s count (a bfloat16 run
+    serves float16, a float32 one does not: its tile was chosen for twice the bytes). Of two as near, one of the
+    very dtype wins, then the user's own run over the shipped table."""
     gpu = gpu or gpu_model()
     wanted = shape_class(kernel, problem, dtype)
     # An entry written before the kernel had one of its problem parameters (flash_attention's group_size) was
@@ -150,10 +152,19 @@ def nearest(kernel, problem: dict, dtype: str, gpu: str | None = None) -> tuple[
             continue
         if shape_class(kernel, p, entry.get("dtype", dtype)) != wanted:
             continue
+        if element_bits(entry.get("dtype") or dtype) != element_bits(dtype):
+            continue
         d = distance(problem, p)
-        if d <= MAX_DISTANCE and (best is None or d < best[1]):
-            best = (entry, d)
+        rank = (d, (entry.get("dtype") or dtype) != dtype)
+        if d <= MAX_DISTANCE and (best is None or rank < best_rank):
+            best, best_rank = (entry, d), rank
     return best
+
+
+def element_bits(dtype: str) -> int | None:
+    """The width of a dtype's elements, from its name: float16 and bfloat16 16, float8_e4m3fn 8, float32 32."""
+    match = re.search(r"\d+", str(dtype))
+    return int(match.group()) if match else None
 
 
 def remember(kernel_name: str, problem: dict, dtype: str, tile: dict, gpu: str, median_ms: float | None = None,
@@ -178,9 +189,14 @@ def remember(kernel_name: str, problem: dict, dtype: str, tile: dict, gpu: str, 
         entries.append({"kernel": kernel_name, "dtype": dtype, "problem": problem, "tile": tile, "gpu": gpu,
                         "median_ms": median_ms, "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tuned-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"entries": entries}, f, indent=1)
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"entries": entries}, f, indent=1)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):  # a full disk: no half-written file left beside the table
+                os.unlink(tmp)
+            raise
     return path
 
 

@@ -319,7 +319,7 @@ class Measurer:
     ranks, charts, counts as met) can be tested with another measurement function in place of `measure`."""
 
     def __init__(self, options: MeasureOptions, timer, ceilings: dict | None, measure: MeasureFn = measure,
-                 compile_all: Callable[..., list[dict | None]] | None = None,
+                 compile_all: Callable[..., list[dict]] | None = None,
                  device_info: Callable[[], dict] | None = None):
         self.options, self.timer, self.ceilings = options, timer, ceilings
         self.measure_fn = measure

@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import json
 import multiprocessing
-import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -70,7 +69,8 @@ def _compile_one(name: str, path: str, config: dict, arch: str) -> dict:
 
 
 def default_workers() -> int:
-    return max(1, min(16, (os.cpu_count() or 2)))
+    from ..settings import current
+    return current().compile_processes
 
 
 def compile_all(kernel: Kernel, configs: list[Config], arch: str | None = None, workers: int | None = None,

@@ -50,6 +50,7 @@ class TuneResult:
     rows: list[dict]
     best: dict | None
     device: dict | None
+    error: StageError | None = None  # why there is no best
 
     @property
     def table(self):
@@ -60,7 +61,22 @@ class TuneResult:
         ok = self.best is not None
         return {"ok": ok, "kernel": self.kernel, "config": self.config.to_json(), "table": self.rows,
                 "best": self.best, "device": self.device,
-                "error": None if ok else StageError("verify", "no candidate compiled, ran and verified").to_json()}
+                "error": None if ok else (self.error or StageError("verify", NONE_VERIFIED)).to_json()}
+
+
+NONE_VERIFIED = "no candidate compiled, ran and verified"
+
+
+def failure(measurements: list[Measurement]) -> StageError:
+    """Why no candidate won, told by the stage that stopped them all where it was one and the same (every one
+    failed to compile: the first's error, with its line; the GPU was lost), else that none verified."""
+    errors = [m.error for m in measurements]
+    stages = {e.stage for e in errors if e is not None}
+    if errors and None not in errors and len(stages) == 1 and stages != {"verify"}:
+        first = errors[0]
+        return StageError(first.stage, f"no candidate could be measured; the first: {first.message}", first.line,
+                          first.log)
+    return StageError("verify", NONE_VERIFIED)
 
 
 def tune_row(kernel: Kernel, m: Measurement) -> dict:
@@ -109,7 +125,7 @@ def tune(kernel: Kernel, config: Config, arch: str | None = None, max_configs: i
         progress(f"measured {i + 1}/{n}", 0.5 + 0.5 * (i + 1) / n, rows[-1])
     timed = [(m, tune_row(kernel, m)) for m in measurements if m.timed]  # timed implies verified
     if not timed:
-        return TuneResult(kernel.name, config, rows, None, measurer.device_info())
+        return TuneResult(kernel.name, config, rows, None, measurer.device_info(), failure(measurements))
     best, best_row = min(timed, key=lambda mr: mr[0].times["kernel"]["median_ms"])
     best_tile = {k: best.config.tile[k] for k in kernel.space if k in best.config.tile}
     info = measurer.device_info()
@@ -127,8 +143,9 @@ def store_best(kernel: Kernel, config: Config, tile: dict, median_ms: float, inf
     edited copy or one's own kernel is not the kernel the table's configs are for), from the engine's own starting
     config (no value set by the request: the entry holds the searched values only, and an option set by hand would
     not travel with them), over `searched` candidates, at least the default search's (a run of one candidate is
-    a measurement, not a search). On a server the table is shared by a class: it also keeps the faster of two runs
-    (config_choice.remember). Says where it went, or why it was not stored."""
+    a measurement, not a search). On a server, whose table a class shares, the job layer then keeps the run in
+    the server's table only if it beat the one stored for that problem (jobs/runner.py, `remember(keep_faster)`).
+    Says where it went, or why it was not stored."""
     from . import config_choice
     from .catalogue import builtin_names, builtin_path
     if kernel.name not in builtin_names() or kernel.path != builtin_path(kernel.name).resolve():

@@ -47,7 +47,7 @@ class _State:
         self.settings = settings
         self.mode = sandbox.mode(settings)  # probes bwrap once and logs the warning if jobs cannot be sandboxed
         self.gpus = hardware.gpus(settings)
-        cpu_slots = settings.cpu_slots or max(1, min(16, hardware.cpu_count()))
+        cpu_slots = settings.compile_processes
         self.scheduler = Scheduler(cpu_slots, [g["index"] for g in self.gpus], settings)
         spares = settings.spares if settings.spares is not None else min(cpu_slots + 1, 6)
         self.pools = {("cpu", None): Pool(False, spares, None, settings)}

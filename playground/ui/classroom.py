@@ -71,11 +71,26 @@ class Recent:
 
     def wait(self, key: str, limit: int) -> float | None:
         """Seconds until `key` has fewer than `limit` events in the window again, or None if it has now."""
+        with self.lock:
+            return self._wait(key, limit, self.clock())
+
+    def _wait(self, key: str, limit: int, now: float) -> float | None:
+        recent = [t for t in self.times.get(key, []) if now - t < self.window]
+        if recent:
+            self.times[key] = recent
+        else:
+            self.times.pop(key, None)  # a key asked about with nothing in the window takes no room
+        return recent[0] + self.window - now if len(recent) >= limit else None
+
+    def take(self, key: str, limit: int) -> float | None:
+        """`wait`, and if None, the event counted, in one step: two requests at once cannot both slip under the
+        limit."""
         now = self.clock()
         with self.lock:
-            recent = [t for t in self.times.get(key, []) if now - t < self.window]
-            self.times[key] = recent
-            return recent[0] + self.window - now if len(recent) >= limit else None
+            wait = self._wait(key, limit, now)
+            if wait is None:
+                self.times.setdefault(key, []).append(now)
+            return wait
 
     def add(self, key: str) -> None:
         now = self.clock()
@@ -260,12 +275,11 @@ class Classroom:
 
     def _count_share(self, who: str) -> dict | None:
         """Count a new share of `who`, or the refusal when they have made SHARES in the window."""
-        wait = self._shares.wait(who, self.SHARES)
+        wait = self._shares.take(who, self.SHARES)
         if wait is not None:
             return error("busy", f"{self.SHARES} new share links in {self.SHARE_WINDOW / 60:g} minutes is the most "
                                  f"one person may make: try again in {max(1, math.ceil(wait))} s (a link to the same "
                                  "code and result as before needs no new one)")
-        self._shares.add(who)
         return None
 
     def open_share(self, share_id: str) -> dict:
