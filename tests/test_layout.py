@@ -44,6 +44,13 @@ def test_the_readme_layout_names_every_package_and_the_five_places_a_newcomer_lo
         assert place in paths, place
 
 
+def test_the_readme_layout_names_every_module_of_the_package():
+    named = set(layout_paths())
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "playground").rglob("*.py")
+               if not p.name.startswith("__") and "templates" not in p.parts}  # (a template is a user's file)
+    assert modules - named == set(), "modules missing from README.md's layout"
+
+
 def test_the_readme_layout_names_every_top_level_folder_of_the_tree():
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
     if tracked.returncode != 0:
