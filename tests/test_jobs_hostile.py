@@ -441,6 +441,22 @@ def test_new_sessions_from_one_client_share_its_limits():
         t.join(10)
 
 
+# -- a path where a kernel name goes (threat model: "user code in the server") ---------------------------------------
+def test_a_path_given_as_the_kernel_to_describe_is_refused_and_its_file_never_runs(tmp_path):
+    # Gradio stores an uploaded file and names its path: sent to /describe as the kernel, the server must not import
+    # it (it would run as the server, outside every limit and wall).
+    from playground.ui import gateway
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').write('ran in the server')\n")
+    for name in (str(evil), str(evil)[:-3], "../" + evil.name):
+        answer = gateway.describe_source(name, "", {})
+        assert answer["ok"] is False and answer["error"]["stage"] == "parameters", answer
+        with pytest.raises(ValueError, match="no kernel named"):
+            gateway.describe(name)
+    assert not marker.exists(), "the file ran in the server"
+
+
 # -- downloads and /health (threat model: "downloads readable by anyone", "/health tells anyone") -------------------
 def test_downloads_are_private_to_the_server_and_removed_when_old(tmp_path):
     import stat

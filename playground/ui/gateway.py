@@ -166,7 +166,12 @@ def kernel_names() -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def describe(name: str) -> dict:
+    """A shipped kernel's declarations, read in the server: only a name of the catalogue, never a path (the engine
+    imports a path's file, and a file from the page runs only in a sandboxed job)."""
     from playground.engine import catalogue
+    if name not in catalogue.builtin_names():
+        raise ValueError(f"no kernel named {str(name)[:100]!r} in the catalogue (a kernel of your own is sent as "
+                         "its source)")
     return catalogue.load(name).describe()
 
 
