@@ -623,6 +623,20 @@ def test_answers_name_the_users_file_and_no_server_folder():
     assert in_users_terms({"file": "/job/src/ddb4e2677449b146/gemm.py"}, "gemm") == {"file": "gemm.py"}
 
 
+def test_cleaning_paths_out_of_an_answer_takes_time_in_proportion_to_its_length():
+    # "-I/" over and over makes every third character a place a path may start; a search on from each start to the
+    # end of the text held the whole server for minutes at the source size limit.
+    import time
+    from playground.ui.gateway import in_users_terms
+    for text in ("-I/" * 90_000, "a/site-packages" * 20_000, "/server-1/" * 30_000, "x:/server-1/job-" * 20_000):
+        began = time.monotonic()
+        assert in_users_terms({"message": text}, "gemm")["message"]
+        assert time.monotonic() - began < 5, f"{text[:20]!r}... took {time.monotonic() - began:.1f} s"
+    cleaned = in_users_terms({"log": "nvcc -I/opt/venv/lib/python3.11/site-packages/tilelang/src -I/x/server-7/job-ab"
+                                     "/tmp/inc a:/t/server-1/job-x/y"}, "gemm")["log"]
+    assert cleaned == "nvcc -Itilelang/src -Itmp/inc a:y"
+
+
 def test_the_code_is_marked_edited_only_when_the_setup_differs_from_the_compiled_one():
     from playground.ui.views import edited_note
     assert edited_note(None, "a") == "" and edited_note("a", "a") == ""

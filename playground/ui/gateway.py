@@ -63,15 +63,44 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, *, s
 # temporary directory without it), beside the playground's own files and the Python packages; tracebacks, messages,
 # a describe's "file" and the generated code's debug lines name those paths. The user is told of their file by the
 # name they know it by, and of ours relative to the project or the package: never where the server keeps them.
-# (A path is matched from where it starts only, never from inside a longer word: a search from every position of a
-# long unbroken text would take time quadratic in its length.)
-_PATH_CHAR = r"[^\s'\"<>()\[\]{},;]"
-_START = r"(?:(?<![\w./+-])|(?<=-I))/"  # "-I/usr/...": a compiler's include folder
-_JOB_DIR = rf"(?:(?<![\w./+-])/job|{_START}{_PATH_CHAR}*?/server-\d+/job-\w+)"  # the sandbox's view, or the host's
-_USER_FILE = re.compile(_JOB_DIR + r"/src/(?:\w+/)?[0-9a-f]{16}/([A-Za-z_]\w*\.py)\b")  # (src/submission/...)
-_IN_JOB = re.compile(_JOB_DIR + "/")
-_PACKAGES = re.compile(rf"{_START}{_PATH_CHAR}*?/(?:site|dist)-packages/")
+# A path is cut from where it starts (a "/" after no letter, dot, slash, plus or minus, or after a compiler's "-I")
+# to a mark found by a plain search (the host's job folder "/server-N/job-X", "/site-packages/"), in one pass over
+# the text: a pattern that tried every start and searched on from each would take time quadratic in the length of
+# an unbroken text ("-I/" a hundred thousand times in a string of the user's, or in their program's output).
+_NOT_IN_PATH = frozenset(" \t\n\r\f\v'\"<>()[]{},;")
+_HOST_JOB_DIR = re.compile(r"/server-\d+/job-\w+")  # the job's folder as the host sees it (no sandbox)
+_PACKAGES_MARK = re.compile(r"/(?:site|dist)-packages/")
+_SANDBOX_JOB_DIR = r"(?:(?<![\w./+-])|(?<=-I))/job"  # the job's folder as the sandbox shows it
+_USER_FILE = re.compile(_SANDBOX_JOB_DIR + r"/src/(?:\w+/)?[0-9a-f]{16}/([A-Za-z_]\w*\.py)\b")  # src/submission/..
+_IN_JOB = re.compile(_SANDBOX_JOB_DIR + "/")
 _ROOT = str(Path(__file__).resolve().parents[2]) + "/"
+
+
+def _path_start(text: str, i: int) -> bool:
+    return text[i] == "/" and (i == 0 or text[i - 1] not in "./+-" and not text[i - 1].isalnum()
+                               and text[i - 1] != "_" or text[i - 2:i] == "-I")
+
+
+def _cut_paths(text: str, mark: re.Pattern, replacement: str) -> str:
+    """Each path that reaches `mark`, from its earliest start in the same run of path characters through the mark,
+    replaced by `replacement`; a mark with no start before it is left. Every character is looked at once."""
+    out, done, cursor, start = [], 0, 0, None
+    for m in mark.finditer(text):
+        if m.start() < done:
+            continue
+        if cursor < done:
+            cursor, start = done, None
+        while cursor < m.start():
+            if text[cursor] in _NOT_IN_PATH or text[cursor].isspace():
+                start = None
+            elif start is None and _path_start(text, cursor):
+                start = cursor
+            cursor += 1
+        if start is None:
+            continue
+        out += [text[done:start], replacement]
+        done, start = m.end(), None
+    return "".join(out) + text[done:]
 YOUR_KERNEL = "your kernel"  # a source of one's own has no file name the user gave it
 
 
@@ -89,8 +118,9 @@ def in_users_terms(result, kernel: str):
         if isinstance(value, str):
             if "/" not in value:
                 return value
+            value = _cut_paths(value, _HOST_JOB_DIR, "/job")  # then as the sandbox shows it
             value = _IN_JOB.sub("", _USER_FILE.sub(users_file, value))
-            return _PACKAGES.sub("", value).replace(_ROOT, "")
+            return _cut_paths(value, _PACKAGES_MARK, "").replace(_ROOT, "")
         if isinstance(value, dict):  # (a file's bytes in base64, like a profile's report, are no text to read)
             return {k: v if str(k).endswith("_b64") else clean(v) for k, v in value.items()}
         if isinstance(value, list):
