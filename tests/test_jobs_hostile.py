@@ -441,6 +441,25 @@ def test_new_sessions_from_one_client_share_its_limits():
         t.join(10)
 
 
+# -- job uids (threat model: "one job's harm reaches another's") -----------------------------------------------------
+def test_two_servers_with_different_job_folders_never_hold_the_same_job_uid(tmp_path, monkeypatch):
+    base = 990_000 + os.getpid() % 1000 * 8  # uids no real server of this machine gives out
+    first, second = sandbox.UidPool(base, 2), sandbox.UidPool(base, 2)
+    monkeypatch.setattr(sandbox, "jobs_root", lambda: tmp_path / "server-a" / "jobs")
+    a = first.take()
+    monkeypatch.setattr(sandbox, "jobs_root", lambda: tmp_path / "server-b" / "jobs")
+    b = second.take()
+    try:
+        assert {a, b} == {base, base + 1}, "the lock that keeps a uid to one server is machine-wide"
+        with pytest.raises(RuntimeError, match="no free job uid"):
+            first.take()  # both are held, one by each server
+    finally:
+        first.give(a)
+        second.give(b)
+    assert second.take() == base  # given back: free again
+    second.give(base)
+
+
 # -- a path where a kernel name goes (threat model: "user code in the server") ---------------------------------------
 def test_a_path_given_as_the_kernel_to_describe_is_refused_and_its_file_never_runs(tmp_path):
     # Gradio stores an uploaded file and names its path: sent to /describe as the kernel, the server must not import

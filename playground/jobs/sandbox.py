@@ -21,6 +21,7 @@ import glob
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -102,8 +103,7 @@ class UidPool:
 
     def take(self) -> int:
         import fcntl
-        folder = jobs_root().parent / "uids"
-        folder.mkdir(mode=0o700, exist_ok=True)
+        folder = uid_lock_folder()
         with self.lock:
             for uid in range(self.base, self.base + self.count):
                 if uid in self.held:
@@ -123,6 +123,22 @@ class UidPool:
             fd = self.held.pop(uid, None)
         if fd is not None:
             os.close(fd)  # closing the file releases the lock
+
+
+def uid_lock_folder() -> Path:
+    """Where the job uids' lock files are: one fixed folder for the whole machine, whatever folder each server keeps
+    its jobs in (two servers with different job folders would otherwise hand out the same uids, and one's cleanup
+    would kill the other's jobs). /run is root's (only a root server gives jobs uids); else a fixed folder in /tmp,
+    used only if it is this user's own and nobody else may write in it."""
+    run = Path("/run")
+    folder = run / "playground-job-uids" if run.is_dir() and os.access(run, os.W_OK) else \
+        Path("/tmp/playground-job-uids")
+    folder.mkdir(mode=0o700, exist_ok=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise RuntimeError(f"{folder} is not a folder of this user's that only it may write in: job uids cannot "
+                           "be locked there safely (remove it and start the server again)")
+    return folder
 
 
 _uid_pools: dict[int, UidPool] = {}
