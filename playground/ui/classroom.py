@@ -527,21 +527,28 @@ class Classroom:
 
     # -- the teacher's view ---------------------------------------------------------------------------------------------
     TEACHER_TRIES, TEACHER_WINDOW = 5, 600.0  # wrong teacher passwords a student may give in the window
+    TEACHER_TRIES_ALL = 30  # and all users together: a student logged in under many names gets no more guesses
+    ALL_USERS = "\x00all"  # (no user name holds a NUL)
 
     def _teacher_only(self, username, teacher_password) -> dict | None:
         if not self.settings.teacher_password:
             return error("permission", "the teacher's view is off: set PLAYGROUND_TEACHER_PASSWORD")
         if self.is_teacher(username, None):  # logged in as the teacher
             return None
-        # A student giving the teacher password: guesses are limited per student (the login's own throttle keeps
-        # them from coming back under many names), and never slow anyone else down.
+        # A student giving the teacher password: guesses are limited per student, and for all users together, since
+        # the class password lets one student log in under any number of names. The teacher's own login as
+        # 'teacher' never meets either limit.
         who = user_name(username or "anonymous")[:NAME_LIMIT]
         if (wait := self._teacher_misses.wait(who, self.TEACHER_TRIES)) is not None:
             return error("permission", f"too many wrong teacher passwords from {who}: try again in "
                                        f"{math.ceil(wait)} s")
+        if (wait := self._teacher_misses.wait(self.ALL_USERS, self.TEACHER_TRIES_ALL)) is not None:
+            return error("permission", f"too many wrong teacher passwords on this server: try again in "
+                                       f"{math.ceil(wait)} s (the teacher may log in as '{TEACHER}')")
         if not self.is_teacher(None, teacher_password):
             if teacher_password:
                 self._teacher_misses.add(who)
+                self._teacher_misses.add(self.ALL_USERS)
                 log.warning("a wrong teacher password from %r", who)
             return error("permission", "only the teacher may do this: log in as 'teacher' or give the teacher "
                                        "password")
