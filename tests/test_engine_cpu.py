@@ -605,3 +605,49 @@ def test_a_compile_process_that_dies_is_that_configs_error_not_the_end_of_the_wh
     results = compile_all(k, [k.resolve({"N": 4096}), k.resolve({"N": 8192})], "sm_90a", workers=2)
     assert [r["error"]["stage"] for r in results] == ["tilelang", "tilelang"]
     assert all("compile process died" in r["error"]["message"] for r in results)
+
+
+@pytest.mark.parametrize("harm", ["raise KeyboardInterrupt", "class Quit(BaseException): pass\nraise Quit('bye')"])
+def test_a_base_exception_at_import_is_the_users_python_error_at_its_line(harm, tmp_path):
+    source = (ROOT / "kernels" / "vector_add.py").read_text()
+    anchor = "import tilelang.language as T\n"
+    edited = source.replace(anchor, anchor + harm + "\n", 1)
+    line = edited.splitlines().index(harm.splitlines()[-1]) + 1
+    with pytest.raises(StageError) as err:
+        catalogue.load("vector_add", edited, workdir=tmp_path)
+    assert err.value.stage == "python" and err.value.line == line
+
+
+def test_the_factory_ending_itself_with_system_exit_is_the_users_python_error_at_its_line(tmp_path):
+    from playground.engine.compile import make_prim_func
+    source = (ROOT / "kernels" / "vector_add.py").read_text()
+    anchor = "    @T.prim_func\n"
+    edited = source.replace(anchor, "    raise SystemExit(3)\n" + anchor, 1)
+    k = catalogue.load("vector_add", edited, workdir=tmp_path)
+    with pytest.raises(StageError) as err:
+        make_prim_func(k, k.resolve({"N": 4096}))
+    assert err.value.stage == "python" and "SystemExit" in err.value.message
+    assert err.value.line == edited.splitlines().index("    raise SystemExit(3)") + 1
+
+
+@pytest.mark.parametrize("value", [1.5, True, None, [1], float("nan"), float("inf"), {"a": 1}])
+def test_a_json_value_of_the_wrong_type_for_a_size_is_a_parameters_error_naming_it(value):
+    # (these reached the compiler, which answered with an internal error or a TVM traceback)
+    with pytest.raises(StageError, match=r"N=.* is not a whole number") as err:
+        catalogue.load("vector_add").resolve({"N": value})
+    assert err.value.stage == "parameters"
+
+
+def test_a_whole_float_is_a_size_and_a_bool_option_takes_only_a_bool():
+    assert catalogue.load("vector_add").resolve({"N": 4096.0}).problem["N"] == 4096
+    gemm = catalogue.load("gemm")
+    assert gemm.resolve({"warp_specialized": False}).tile["warp_specialized"] is False
+    with pytest.raises(StageError, match="is not true or false"):
+        gemm.resolve({"warp_specialized": 3})
+
+
+def test_a_coding_line_python_cannot_use_is_an_error_on_line_one(tmp_path):
+    source = "# -*- coding: nosuch -*-\n" + (ROOT / "kernels" / "vector_add.py").read_text()
+    with pytest.raises(StageError) as err:
+        catalogue.load("vector_add", source, workdir=tmp_path)
+    assert err.value.stage == "python" and err.value.line == 1 and "encoding" in err.value.message

@@ -35,6 +35,7 @@ Functions are called with just the keyword arguments they name, so `def flops(M,
 from __future__ import annotations
 
 import inspect
+import math
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -278,7 +279,7 @@ class Kernel:
                 tile_values[name] = _convert(name, value, self.factory_defaults[name])
             else:
                 known = self.problem_names + ["dtype"] + self.tile_names
-                raise StageError("parameters", f"{self.name} has no parameter {name!r}; it has {', '.join(known)}")
+                raise StageError("parameters", f"{self.name} has no parameter {str(name)[:64]!r}; it has {', '.join(known)}")
         missing = [n for n in self.problem_names if n not in problem]
         if missing:
             raise StageError("parameters", f"no value for {', '.join(missing)}")
@@ -361,6 +362,8 @@ class Kernel:
 
 
 def _convert(name: str, value: Any, like: Any) -> Any:
+    if isinstance(like, (bool, int, float)) and not isinstance(value, str):  # a JSON value: its type must fit
+        return _as_number(name, value, like)
     if not isinstance(value, str) or isinstance(like, str) or like is None:
         return value
     try:
@@ -375,6 +378,23 @@ def _convert(name: str, value: Any, like: Any) -> Any:
         kind = {"int": "a whole number", "float": "a number", "bool": "true or false"}.get(type(like).__name__,
                                                                                             type(like).__name__)
         raise StageError("parameters", f"{name}={value!r} is not {kind}") from None
+
+
+def _as_number(name: str, value: Any, like: bool | int | float) -> bool | int | float:
+    """A value sent as JSON for a parameter whose default is a bool, an int or a float: that type, or a
+    `parameters` error naming it (1.5, true, null, NaN or a list for a size would otherwise reach the compiler)."""
+    if isinstance(like, bool):
+        if isinstance(value, bool):
+            return value
+        raise StageError("parameters", f"{name}={value!r} is not true or false")
+    real = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(like, int):
+        if real and float(value).is_integer():
+            return int(value)
+        raise StageError("parameters", f"{name}={value!r} is not a whole number")
+    if real:
+        return float(value)
+    raise StageError("parameters", f"{name}={value!r} is not a finite number")
 
 
 def _check_declarations(name: str, module: ModuleType, path: Path) -> None:
@@ -393,7 +413,7 @@ def builtin_names() -> list[str]:
 
 def builtin_path(name: str) -> Path:
     if name not in builtin_names():
-        raise StageError("parameters", f"no kernel named {name!r}; the catalogue has {', '.join(builtin_names())}")
+        raise StageError("parameters", f"no kernel named {str(name)[:64]!r}; the catalogue has {', '.join(builtin_names())}")
     return KERNELS_DIR / f"{name}.py"
 
 
@@ -425,7 +445,7 @@ def load(name: str, source: str | dict[str, str] | None = None, workdir: Path | 
             if not path.is_file():
                 raise StageError("parameters", f"no file {name}")
             return load_user_file(path, entry)
-        raise StageError("parameters", f"no kernel named {name!r}; the catalogue has {', '.join(builtins)}; "
+        raise StageError("parameters", f"no kernel named {str(name)[:64]!r}; the catalogue has {', '.join(builtins)}; "
                                        "or give the path of a TileLang file, or its source")
     root = Path(workdir) if workdir else _sources_dir()
     if isinstance(source, dict):

@@ -434,6 +434,9 @@ def make_prim_func(kernel: Kernel, config: Config):
         raise
     except Exception as exc:
         raise tilelang_error(exc, str(kernel.path)) from None
+    except (SystemExit, KeyboardInterrupt) as exc:  # the user's code ending itself: its error, at its line
+        raise StageError("python", f"the kernel's code raised {type(exc).__name__}({exc})",
+                         user_line_from_traceback(exc, str(kernel.path)), clip(format_exception(exc))) from None
     attrs = func.attrs or {}
     if "tilelang_out_idx" in attrs:  # kept under our own name: which buffers are outputs (user_kernel.py)
         func = func.without_attr("tilelang_out_idx").with_attr("playground_out_idx", attrs["tilelang_out_idx"])

@@ -104,8 +104,9 @@ def exec_module_file(path: Path, module_name: str) -> tuple[ModuleType, BaseExce
         raise
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
-        raise StageError("python", f"SyntaxError: {exc.msg}", exc.lineno, clip(format_exception(exc))) from None
-    except (Exception, SystemExit) as exc:
+        line = max(1, exc.lineno) if exc.lineno is not None else None  # (an unknown coding: line 0 in Python)
+        raise StageError("python", f"SyntaxError: {exc.msg}", line, clip(format_exception(exc))) from None
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt, a class of the user's own: all the user's error
         return module, exc
     return module, None
 

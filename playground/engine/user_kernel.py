@@ -569,7 +569,7 @@ class UserKernel(Kernel):
         unknown = [n for n in values if n not in by_name]
         if unknown:
             known = ", ".join(by_name) or "none (its shapes are fixed)"
-            raise StageError("parameters", f"{self.name} has no parameter {unknown[0]!r}; its parameters: {known}")
+            raise StageError("parameters", f"{self.name} has no parameter {unknown[0][:64]!r}; its parameters: {known}")
         given = {n: convert(by_name[n], v) for n, v in values.items()}
         for n in self.problem_names:
             if n in given:

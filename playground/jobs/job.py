@@ -56,7 +56,8 @@ def _spawn(argv: list[str], **kwargs) -> subprocess.Popen:
 
 
 def error(action: str, kernel: str, stage: str, message: str, log: str = "", line: int | None = None) -> dict:
-    return {"ok": False, "kernel": kernel, "action": action,
+    # (a name sent by anyone is echoed back no longer than a name can usefully be)
+    return {"ok": False, "kernel": kernel[:100] if isinstance(kernel, str) else kernel, "action": action,
             "error": StageError(stage, message, line, clip(log)).to_json()}
 
 

@@ -304,7 +304,7 @@ class Classroom:
             return error("parameters", "pick an exercise first; the exercises are "
                                        f"{', '.join(self.exercises_by_name()) or 'none'}")
         if ex is None:
-            return error("parameters", f"no exercise named {exercise!r}; the exercises are "
+            return error("parameters", f"no exercise named {str(exercise)[:64]!r}; the exercises are "
                                        f"{', '.join(self.exercises_by_name()) or 'none'}")
         if not isinstance(source, str) or not source.strip():
             return error("parameters", "the submission is empty: put your kernel in the editor")
@@ -444,7 +444,7 @@ class Classroom:
     def leaderboard(self, exercise: str) -> dict:
         ex = self.exercises_by_name().get(str(exercise or ""))
         if ex is None:
-            return error("parameters", f"no exercise named {exercise!r}")
+            return error("parameters", f"no exercise named {str(exercise)[:64]!r}")
         rows = self.store.leaderboard(ex.name)
         for r in rows:
             r["met_target"] = ex.target_ms is not None and r["median_ms"] <= ex.target_ms
@@ -627,7 +627,7 @@ class Classroom:
         if (refused := self._teacher_only(username, teacher_password)) is not None:
             return refused
         if exercise not in self.exercises_by_name():
-            return error("parameters", f"no exercise named {exercise!r}")
+            return error("parameters", f"no exercise named {str(exercise)[:64]!r}")
         self.store.reset_board(exercise)
         return {"ok": True, "exercise": exercise, "rows": []}
 
