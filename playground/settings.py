@@ -195,13 +195,7 @@ class Settings:
         """Compiles that run at once, in the job queue and inside one job (a tuning run's parallel compile):
         `cpu_slots`, else the CPU cores this process may use (its affinity, which a container or taskset narrows,
         not the machine's count), at most 16."""
-        if self.cpu_slots:
-            return max(1, self.cpu_slots)
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # not Linux
-            cores = os.cpu_count() or 1
-        return max(1, min(16, cores))
+        return max(1, self.cpu_slots) if self.cpu_slots else max(1, min(16, usable_cores()))
 
     def install(self) -> "Settings":
         """Make these the settings `current()` answers in this process (a starting process calls it once)."""
@@ -229,6 +223,15 @@ def _parse(f: dataclasses.Field, text: str):
     except ValueError:
         raise SettingsError(f"{f.metadata['env']}={text!r} is not a valid value: {f.metadata['env']} is "
                             f"{f.metadata['doc']} ({kind.split(' ')[0]})") from None
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may use: its affinity, which a container or taskset narrows, not the machine's
+    count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 _current: Settings | None = None

@@ -44,7 +44,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from . import config_choice, device
-from .errors import StageError
+from .errors import StageError, quoted
 from .source import import_file, write_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -279,7 +279,8 @@ class Kernel:
                 tile_values[name] = _convert(name, value, self.factory_defaults[name])
             else:
                 known = self.problem_names + ["dtype"] + self.tile_names
-                raise StageError("parameters", f"{self.name} has no parameter {str(name)[:64]!r}; it has {', '.join(known)}")
+                raise StageError("parameters",
+                                 f"{self.name} has no parameter {quoted(name)}; it has {', '.join(known)}")
         missing = [n for n in self.problem_names if n not in problem]
         if missing:
             raise StageError("parameters", f"no value for {', '.join(missing)}")
@@ -413,7 +414,8 @@ def builtin_names() -> list[str]:
 
 def builtin_path(name: str) -> Path:
     if name not in builtin_names():
-        raise StageError("parameters", f"no kernel named {str(name)[:64]!r}; the catalogue has {', '.join(builtin_names())}")
+        raise StageError("parameters",
+                         f"no kernel named {quoted(name)}; the catalogue has {', '.join(builtin_names())}")
     return KERNELS_DIR / f"{name}.py"
 
 
@@ -445,7 +447,7 @@ def load(name: str, source: str | dict[str, str] | None = None, workdir: Path | 
             if not path.is_file():
                 raise StageError("parameters", f"no file {name}")
             return load_user_file(path, entry)
-        raise StageError("parameters", f"no kernel named {str(name)[:64]!r}; the catalogue has {', '.join(builtins)}; "
+        raise StageError("parameters", f"no kernel named {quoted(name)}; the catalogue has {', '.join(builtins)}; "
                                        "or give the path of a TileLang file, or its source")
     root = Path(workdir) if workdir else _sources_dir()
     if isinstance(source, dict):

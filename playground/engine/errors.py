@@ -84,6 +84,12 @@ def user_line_from_text(text: str, user_file: str) -> int | None:
     return None
 
 
+def quoted(value, limit: int = 64) -> str:
+    """A value someone sent, quoted for a message and cut to `limit` characters: a name of 100,000 characters
+    echoed back is a flood, not a message."""
+    return repr(str(value)[:limit])
+
+
 def first_line(text: str, limit: int = 300) -> str:
     for line in text.strip().splitlines():
         if line.strip():

@@ -354,13 +354,13 @@ class Measurer:
                 self.identities[self._key(kernel, c)] = d["identity"]
         return errors
 
-    def same_kernel(self, kernel: Kernel, config: Config, others: list[Config]) -> Config | None:
-        """The first of `others` that compiled into the very kernel `config` did (the same CUDA, the same launch),
-        if the precompile saw both; else None."""
+    def same_kernel(self, kernel: Kernel, config: Config, others: list[Config]) -> int | None:
+        """The index of the first of `others` that compiled into the very kernel `config` did (the same CUDA, the
+        same launch), if the precompile saw both; else None."""
         mine = self.identities.get(self._key(kernel, config))
         if mine is None:
             return None
-        return next((o for o in others if self.identities.get(self._key(kernel, o)) == mine), None)
+        return next((i for i, o in enumerate(others) if self.identities.get(self._key(kernel, o)) == mine), None)
 
     def measure(self, kernel: Kernel, config: Config, progress: Progress = quiet,
                 options: MeasureOptions | None = None) -> Measurement:

@@ -52,20 +52,24 @@ def kernel_identity(jit) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
+def _answer(error: StageError | None = None, identity: str | None = None) -> dict:
+    """What compile_all answers for one config: {"error": a StageError's JSON or None, "identity": its
+    kernel_identity, or None}."""
+    return {"error": error.to_json() if error else None, "identity": identity}
+
+
 def _compile_one(name: str, path: str, config: dict, arch: str) -> dict:
-    """{"error": a StageError's JSON or None, "identity": kernel_identity or None}."""
     try:
         kernel = load_file(name, path)
         jit = build_jit(kernel, Config(config["problem"], config["dtype"], config["tile"]), arch)
         try:
-            identity = kernel_identity(jit)
+            return _answer(identity=kernel_identity(jit))
         except Exception:  # no source to read (another backend): the config is simply its own kernel
-            identity = None
-        return {"error": None, "identity": identity}
+            return _answer()
     except StageError as err:
-        return {"error": err.to_json(), "identity": None}
+        return _answer(err)
     except Exception as exc:  # a worker must answer, whatever happened
-        return {"error": StageError("internal", f"{type(exc).__name__}: {exc}").to_json(), "identity": None}
+        return _answer(StageError("internal", f"{type(exc).__name__}: {exc}"))
 
 
 def default_workers() -> int:
@@ -75,9 +79,8 @@ def default_workers() -> int:
 
 def compile_all(kernel: Kernel, configs: list[Config], arch: str | None = None, workers: int | None = None,
                 on_done: Callable[[int, int], None] | None = None) -> list[dict]:
-    """Compile `configs` in parallel into TileLang's cache; returns, per config, {"error": None or the error's JSON,
-    "identity": the compiled kernel's `kernel_identity`}. A config listed twice (the benchmark measures some
-    problems twice) is compiled once."""
+    """Compile `configs` in parallel into TileLang's cache; returns, per config, its `_answer` (the error, or what
+    it compiled into). A config listed twice (the benchmark measures some problems twice) is compiled once."""
     arch = resolve_arch(arch)
     keys = [json.dumps(c.to_json(), sort_keys=True) for c in configs]
     distinct = list(dict.fromkeys(keys))
@@ -101,9 +104,9 @@ def compile_all(kernel: Kernel, configs: list[Config], arch: str | None = None, 
             except BrokenProcessPool:
                 # A compile process died (killed for memory, a crash inside the compiler): the pool is gone, so the
                 # configs it had not answered get that as their error; the others keep their answers.
-                done[key] = {"error": StageError(
+                done[key] = _answer(StageError(
                     "tilelang", "the compile process died before it answered (out of memory, or a crash in the "
-                    "compiler); try this config alone").to_json(), "identity": None}
+                    "compiler); try this config alone"))
             if on_done:
                 on_done(i + 1, len(distinct))
     return [done[k] for k in keys]

@@ -112,18 +112,18 @@ def tune(kernel: Kernel, config: Config, arch: str | None = None, max_configs: i
     progress(f"compiling {n} candidates", 0.0, None)
     measurer.precompile(kernel, configs, workers,
                         on_done=lambda i, total: progress(f"compiled {i}/{total}", 0.5 * i / total, None))
-    measurements, rows, measured = [], [], []
+    rows = []
+    measurements, measured_rows = [], []  # of the candidates run on the GPU, in order
     for i, c in enumerate(configs):
-        twin = measurer.same_kernel(kernel, c, measured)
-        if twin is not None:  # the same CUDA as one measured already: its result, not a second run of the GPU
-            rows.append(twin_row(kernel, c, rows[configs.index(twin)], twin))
+        j = measurer.same_kernel(kernel, c, [m.config for m in measurements])
+        if j is not None:  # the same CUDA as one measured already: its result, not a second run of the GPU
+            rows.append(twin_row(kernel, c, measured_rows[j], measurements[j].config))
         else:
-            m = measurer.measure(kernel, c)
-            measurements.append(m)
-            measured.append(c)
-            rows.append(tune_row(kernel, m))
+            measurements.append(measurer.measure(kernel, c))
+            measured_rows.append(tune_row(kernel, measurements[-1]))
+            rows.append(measured_rows[-1])
         progress(f"measured {i + 1}/{n}", 0.5 + 0.5 * (i + 1) / n, rows[-1])
-    timed = [(m, tune_row(kernel, m)) for m in measurements if m.timed]  # timed implies verified
+    timed = [(m, row) for m, row in zip(measurements, measured_rows) if m.timed]  # timed implies verified
     if not timed:
         return TuneResult(kernel.name, config, rows, None, measurer.device_info(), failure(measurements))
     best, best_row = min(timed, key=lambda mr: mr[0].times["kernel"]["median_ms"])

@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from .catalogue import Config, Kernel, call_with
-from .errors import StageError, clip, first_line, format_exception, user_line_from_traceback
+from .errors import StageError, clip, first_line, format_exception, quoted, user_line_from_traceback
 
 ACCEPTED_FORMS = ("a @tilelang.jit function (its arguments are the kernel's parameters), "
                   "a function returning a @T.prim_func, or a module-level @T.prim_func with fixed shapes")
@@ -433,7 +433,8 @@ class UserKernel(Kernel):
         try:
             for node in ast.parse(self.source).body:
                 if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    assigned = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                    assigned = {n.id for n in ast.walk(node)
+                                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
                     top.append((ast.get_source_segment(self.source, node) or "", assigned))
         except SyntaxError:
             pass
@@ -569,7 +570,8 @@ class UserKernel(Kernel):
         unknown = [n for n in values if n not in by_name]
         if unknown:
             known = ", ".join(by_name) or "none (its shapes are fixed)"
-            raise StageError("parameters", f"{self.name} has no parameter {unknown[0][:64]!r}; its parameters: {known}")
+            raise StageError("parameters",
+                             f"{self.name} has no parameter {quoted(unknown[0])}; its parameters: {known}")
         given = {n: convert(by_name[n], v) for n, v in values.items()}
         for n in self.problem_names:
             if n in given:

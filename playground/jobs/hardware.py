@@ -1,8 +1,8 @@
 """What the server has, found without creating a CUDA context in the server (which would hold GPU memory and
-could be lost by a student's kernel): NVML for the GPUs (playground/engine/gpus.py), the CPU affinity for the cores."""
+could be lost by a student's kernel): NVML for the GPUs (playground/engine/gpus.py). (Its CPU cores: settings.py's
+usable_cores.)"""
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -41,10 +41,3 @@ def default_arch(settings: Settings | None = None) -> str:
     """The arch a request without one is compiled for: the GPU's, else the engine's default (sm_90a)."""
     found = gpus(settings)
     return (found[0]["arch"] if found and found[0]["arch"] else None) or "sm_90a"
-
-
-def cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1

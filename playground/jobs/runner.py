@@ -19,7 +19,7 @@ import time
 from typing import Callable
 
 from ..engine import config_choice, ranges
-from ..engine.errors import StageError, clip, format_exception
+from ..engine.errors import StageError, clip, format_exception, quoted
 from ..engine.source import SOURCE_LIMIT  # (refused here before a job starts)
 from ..settings import Settings, current
 from . import hardware, ray_backend, sandbox
@@ -142,8 +142,8 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     if action not in ACTIONS:
         return error(action, kernel, "parameters", f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
     if "/" in kernel or "\\" in kernel or kernel.endswith(".py"):  # the command line's paths are not for the page
-        return error(action, kernel, "parameters", f"kernel {kernel[:100]!r} is neither a kernel of the catalogue nor "
-                                                   "\"\" (a kernel of your own, sent as the source)")
+        return error(action, kernel, "parameters", f"kernel {quoted(kernel, 100)} is neither a kernel of the catalogue "
+                                                   "nor \"\" (a kernel of your own, sent as the source)")
     if action == "describe":
         timeout = timeout or DESCRIBE_TIMEOUT
     if source is not None and not isinstance(source, str):

@@ -21,7 +21,8 @@ import time
 import uuid
 from pathlib import Path
 
-from . import hardware, runner
+from ..settings import usable_cores
+from . import runner
 from .job import Job
 from .runner import run_job
 
@@ -97,7 +98,7 @@ def machine() -> dict:
         cpu = platform.processor()
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     h = runner.health()
-    return {"cpu": cpu, "cores": hardware.cpu_count(), "memory_gib": round(mem, 1), "gpu": h.get("gpu"),
+    return {"cpu": cpu, "cores": usable_cores(), "memory_gib": round(mem, 1), "gpu": h.get("gpu"),
             "sandbox": h.get("sandbox"), "sandbox_why": h.get("sandbox_why"), "python": platform.python_version(),
             "tilelang": h.get("tilelang"), "cpu_slots": h["queue"]["cpu"]["slots"],
             "spares": h["spares"]["cpu"]["size"]}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from .views import TUNE_RESULT_KEYS
+
 KERNEL_COLOR = "#f97316"     # the student's kernel: one colour everywhere
 BASELINE_COLORS = ["#60a5fa", "#a78bfa", "#34d399", "#f472b6", "#facc15"]
 FONT = dict(family="ui-sans-serif, system-ui, sans-serif", size=12, color="#8b949e")
@@ -113,8 +115,7 @@ def tune_figure(result: dict | None) -> go.Figure | None:
     if not rows:
         return None
     rows = sorted(rows, key=lambda r: r["median_ms"])[:30]
-    space = [k for k in rows[0] if k not in ("compiled", "verified", "median_ms", "tflops", "gbps", "rel_error",
-                                             "error", "same_kernel_as")]
+    space = [k for k in rows[0] if k not in TUNE_RESULT_KEYS]
     labels = ["/".join(str(r[k]) for k in space) for r in rows]
     use_tflops = any((r.get("tflops") or 0) >= 1 for r in rows)
     values = [r.get("tflops") if use_tflops else r.get("gbps") for r in rows]

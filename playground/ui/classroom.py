@@ -39,6 +39,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from ..engine.errors import quoted
 from ..engine.source import SOURCE_LIMIT
 from ..settings import Settings, current
 from ..store import ShareError, Store, StoreError
@@ -259,7 +260,7 @@ class Classroom:
         from .own_kernel import OWN
         known = [*gateway.kernel_names(), OWN]
         if kernel not in known:  # a link would open another kernel than it names
-            return error("parameters", f"no kernel named {str(kernel)[:64]!r} to share; one of {', '.join(known)}")
+            return error("parameters", f"no kernel named {quoted(kernel)} to share; one of {', '.join(known)}")
         try:
             share_id = self.store.share_id_of(kernel, source or "", params or {}, summary)
             if share_id is None:
@@ -285,7 +286,7 @@ class Classroom:
     def open_share(self, share_id: str) -> dict:
         found = self.store.get_share(share_id)
         if found is None:
-            return error("parameters", f"no shared kernel has the id {str(share_id)[:40]!r}: check the link (ids "
+            return error("parameters", f"no shared kernel has the id {quoted(share_id, 40)}: check the link (ids "
                                        "are 10 or more letters and digits)")
         return {"ok": True, **found}
 
@@ -304,7 +305,7 @@ class Classroom:
             return error("parameters", "pick an exercise first; the exercises are "
                                        f"{', '.join(self.exercises_by_name()) or 'none'}")
         if ex is None:
-            return error("parameters", f"no exercise named {str(exercise)[:64]!r}; the exercises are "
+            return error("parameters", f"no exercise named {quoted(exercise)}; the exercises are "
                                        f"{', '.join(self.exercises_by_name()) or 'none'}")
         if not isinstance(source, str) or not source.strip():
             return error("parameters", "the submission is empty: put your kernel in the editor")
@@ -337,7 +338,7 @@ class Classroom:
                         f"your kernel's tile parameters only")
         for k, v in params.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", str(k)) or not isinstance(v, (int, float, bool, str)):
-                return {}, f"parameter {str(k)[:64]!r}: a tile parameter is a name and a number, flag or word"
+                return {}, f"parameter {quoted(k)}: a tile parameter is a name and a number, flag or word"
             if isinstance(v, str):  # the page's controls send text: numbers become numbers
                 try:
                     params[k] = json.loads(v) if re.fullmatch(r"-?\d+(\.\d+)?|true|false", v) else v
@@ -444,7 +445,7 @@ class Classroom:
     def leaderboard(self, exercise: str) -> dict:
         ex = self.exercises_by_name().get(str(exercise or ""))
         if ex is None:
-            return error("parameters", f"no exercise named {str(exercise)[:64]!r}")
+            return error("parameters", f"no exercise named {quoted(exercise)}")
         rows = self.store.leaderboard(ex.name)
         for r in rows:
             r["met_target"] = ex.target_ms is not None and r["median_ms"] <= ex.target_ms
@@ -627,7 +628,7 @@ class Classroom:
         if (refused := self._teacher_only(username, teacher_password)) is not None:
             return refused
         if exercise not in self.exercises_by_name():
-            return error("parameters", f"no exercise named {str(exercise)[:64]!r}")
+            return error("parameters", f"no exercise named {quoted(exercise)}")
         self.store.reset_board(exercise)
         return {"ok": True, "exercise": exercise, "rows": []}
 

@@ -70,15 +70,12 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, *, s
 _NOT_IN_PATH = frozenset(" \t\n\r\f\v'\"<>()[]{},;")
 _HOST_JOB_DIR = re.compile(r"/server-\d+/job-\w+")  # the job's folder as the host sees it (no sandbox)
 _PACKAGES_MARK = re.compile(r"/(?:site|dist)-packages/")
-_SANDBOX_JOB_DIR = r"(?:(?<![\w./+-])|(?<=-I))/job"  # the job's folder as the sandbox shows it
+_PATH_START = r"(?:(?<![\w./+-])|(?<=-I))/"
+_AT_PATH_START = re.compile(_PATH_START)  # (matched at a position, its lookbehinds see the text before it)
+_SANDBOX_JOB_DIR = _PATH_START + "job"  # the job's folder as the sandbox shows it
 _USER_FILE = re.compile(_SANDBOX_JOB_DIR + r"/src/(?:\w+/)?[0-9a-f]{16}/([A-Za-z_]\w*\.py)\b")  # src/submission/..
 _IN_JOB = re.compile(_SANDBOX_JOB_DIR + "/")
 _ROOT = str(Path(__file__).resolve().parents[2]) + "/"
-
-
-def _path_start(text: str, i: int) -> bool:
-    return text[i] == "/" and (i == 0 or text[i - 1] not in "./+-" and not text[i - 1].isalnum()
-                               and text[i - 1] != "_" or text[i - 2:i] == "-I")
 
 
 def _cut_paths(text: str, mark: re.Pattern, replacement: str) -> str:
@@ -93,7 +90,7 @@ def _cut_paths(text: str, mark: re.Pattern, replacement: str) -> str:
         while cursor < m.start():
             if text[cursor] in _NOT_IN_PATH or text[cursor].isspace():
                 start = None
-            elif start is None and _path_start(text, cursor):
+            elif start is None and _AT_PATH_START.match(text, cursor):
                 start = cursor
             cursor += 1
         if start is None:
@@ -101,6 +98,8 @@ def _cut_paths(text: str, mark: re.Pattern, replacement: str) -> str:
         out += [text[done:start], replacement]
         done, start = m.end(), None
     return "".join(out) + text[done:]
+
+
 YOUR_KERNEL = "your kernel"  # a source of one's own has no file name the user gave it
 
 
@@ -199,8 +198,9 @@ def describe(name: str) -> dict:
     """A shipped kernel's declarations, read in the server: only a name of the catalogue, never a path (the engine
     imports a path's file, and a file from the page runs only in a sandboxed job)."""
     from playground.engine import catalogue
+    from playground.engine.errors import quoted
     if name not in catalogue.builtin_names():
-        raise ValueError(f"no kernel named {str(name)[:100]!r} in the catalogue (a kernel of your own is sent as "
+        raise ValueError(f"no kernel named {quoted(name, 100)} in the catalogue (a kernel of your own is sent as "
                          "its source)")
     return catalogue.load(name).describe()
 

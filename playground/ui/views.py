@@ -408,15 +408,18 @@ def tile_label(tile: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in tile.items())
 
 
+# A tuning table's row: the candidate's tile parameters, then these (engine/tune.py, tune_row and twin_row).
+TUNE_RESULT_KEYS = ("compiled", "verified", "median_ms", "tflops", "gbps", "rel_error", "error", "same_kernel_as")
+
+
 def tune_frame(result: dict | None) -> pd.DataFrame:
     """The configurations tried, fastest verified first, then those that lost and why."""
     rows = (result or {}).get("table") or []
     if not rows:
         return pd.DataFrame()
-    skip = ("compiled", "verified", "median_ms", "tflops", "gbps", "rel_error", "error", "same_kernel_as")
     out = []
     for r in rows:
-        row = {k: v for k, v in r.items() if k not in skip}
+        row = {k: v for k, v in r.items() if k not in TUNE_RESULT_KEYS}
         row["result"] = "✓ verified" if r.get("verified") else f"✗ {r.get('error') or 'failed'}"
         if r.get("same_kernel_as") is not None:  # tune.twin_row: one kernel, measured once
             row["result"] += f" (the same kernel as {r['same_kernel_as']}: measured once)"
