@@ -203,6 +203,14 @@ def add_health_route(app) -> None:
     app.router.routes.insert(0, app.router.routes.pop())
 
 
+def protect(demo: gr.Blocks, app, room: classroom.Classroom, throttle: LoginThrottle | None = None) -> None:
+    """What serve() puts around Gradio's routes once the page is up (tests start their servers through it too):
+    /health, the login's throttle, and the end of sessions a roster import no longer accepts."""
+    add_health_route(app)
+    throttle_logins(app, throttle or LoginThrottle())
+    classroom.end_sessions_off_the_roster(app, room)
+
+
 def serve(host: str = "0.0.0.0", port: int = 7860, password: str | None = None, *, demo: gr.Blocks | None = None,
           prevent_thread_lock: bool = False, quiet: bool = False, settings: Settings | None = None):
     """Build (unless given) and launch the page; returns (demo, app, local_url). Blocks unless prevent_thread_lock."""
@@ -219,9 +227,7 @@ def serve(host: str = "0.0.0.0", port: int = 7860, password: str | None = None, 
         auth_message=room.login_message(), prevent_thread_lock=True,
         quiet=quiet, show_error=True, theme=styles.theme(), css=styles.css(), head=styles.HEAD, ssr_mode=False,
         footer_links=["api", "gradio"])
-    add_health_route(app)
-    throttle_logins(app, LoginThrottle())
-    classroom.end_sessions_off_the_roster(app, room)
+    protect(demo, app, room)
     gateway.start_jobs(settings)
     if not prevent_thread_lock:
         demo.block_thread()
