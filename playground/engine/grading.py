@@ -1,22 +1,29 @@
-"""Grading a submission to an exercise, in two jobs, so that the measurement runs none of the student's Python.
+"""Grading a submission to an exercise in jobs of two kinds, so that the measurement runs none of the student's Python.
 
-    build (runs the student's Python):   the student's factory, called for each problem to check and for the timed
-                                         one → each kernel's TIR, serialized as data (tvm.ir.save_json)
-    grade (runs none of it):             that TIR loaded back as data (tvm.ir.load_json), compiled, then the engine's
-                                         one measurement path (measure.py): verified on every problem with fresh
-                                         inputs from the exercise's reference, timed only if all pass, and verified
-                                         again afterwards on new inputs
+    build (runs the student's Python):   the student's factory, called for each problem → each kernel's TIR,
+                                         serialized as data (tvm.ir.save_json). The server runs it twice: once for
+                                         the public problems (visible and timed), once for the hidden ones, so the
+                                         code whose messages the student reads never saw a hidden size
+    grade (runs none of it):             that TIR loaded back as data and checked (tir_check.py), compiled with the
+                                         grader's own settings, then the engine's one measurement path (measure.py):
+                                         verified on every problem with fresh inputs from the exercise's reference,
+                                         timed only if all pass (each timed call on poisoned outputs, calls picked at
+                                         random checked), and verified again afterwards on new inputs
 
 The grade job holds the exercise's reference and inputs (sent to it by the server, never to the build job), makes
 the inputs, poisons the outputs, runs the reference and the timer: the student's code there is GPU code only, so it
-cannot patch the reference, the comparison or the timer, and cannot write the job's answer. What the build job
-answers is untrusted (the student's code ran there and could have written anything): it is only ever TIR, which
-the grade job checks is a PrimFunc calling nothing outside the kernel before it compiles it.
+cannot patch the reference, the comparison or the timer, and cannot write the job's answer. What it can reach is the
+job's GPU memory, so the reference is computed from host copies of the inputs made before the kernel ran, and the
+inputs must be unchanged after (measure.Runner). What the build job answers is untrusted (the student's code ran
+there and could have written anything): it is only ever TIR, which the grade job checks is a kernel and nothing
+else (no settings, no injected source, no host calls) before it compiles it. The grade job's progress names no
+problem (`_no_sizes`): the student watches it.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -26,25 +33,11 @@ from .measure import (MeasureOptions, Measurer, Runner, device_error, new_seed, 
                       verification_failure)
 from .source import import_file, write_source
 
-TIR_LIMIT = 4 * 1024 * 1024  # bytes of TIR JSON per kernel: the shipped GEMM's is ~100 KB
-# Calls out of the kernel. Packed functions and LLVM intrinsics are refused anywhere; an extern call only on the host
-# side (outside the kernel's thread-bound loops), where it would run on the CPU of the grading process. Inside the
-# kernel an extern call is a CUDA device function (`__threadfence_block`), which nvcc resolves on the device only.
-# (Op names without their namespace: "tir." or, in the TVM TileLang 0.1.15 ships, "tirx.")
-PACKED_CALLS = ("call_packed", "call_cpacked", "tvm_call_packed", "tvm_call_cpacked", "call_llvm_intrin",
-                "call_llvm_pure_intrin", "tvm_call_packed_lowered", "tvm_call_cpacked_lowered",
-                "tvm_call_trace_packed")
-EXTERN_CALLS = ("call_extern", "call_pure_extern")
-
-
-def _tir():
-    """TVM's TIR module: `tvm.tirx` in the TVM TileLang 0.1.15 ships, `tvm.tir` before."""
-    import tilelang  # noqa: F401  (TileLang puts its TVM on the path)
-    import tvm
-    return getattr(tvm, "tirx", None) or tvm.tir
+from .tir_check import load_tir  # noqa: F401  (the grade job's kernels, read back as data and checked)
 
 
 def _prim_func_type():
+    from .tir_check import _tir
     return _tir().PrimFunc
 
 
@@ -80,40 +73,6 @@ def build(source: str, factory: str, problems: list[dict], dtype: str, tile: dic
 
 
 # -- the grade job ------------------------------------------------------------------------------------------------
-def load_tir(text: str):
-    """A PrimFunc from TIR JSON (data: nothing runs), refused unless it is one and calls nothing out of the kernel."""
-    prim_func = _prim_func_type()
-    import tvm
-    if not isinstance(text, str) or len(text) > TIR_LIMIT:
-        raise StageError("definition", f"a kernel's TIR must be text of at most {TIR_LIMIT // 2**20} MiB")
-    try:
-        func = tvm.ir.load_json(text)
-    except Exception as exc:
-        raise StageError("definition", f"the kernel's TIR could not be read: {type(exc).__name__}") from None
-    if not isinstance(func, prim_func):
-        raise StageError("definition", f"the kernel is a {type(func).__name__}, not a PrimFunc")
-    tir = _tir()
-    on_device: set[int] = set()  # the calls inside a thread-bound loop (blockIdx / threadIdx): device code
-
-    def mark_device(node):
-        if isinstance(node, tir.For) and node.kind == tir.ForKind.THREAD_BINDING:
-            tir.stmt_functor.post_order_visit(
-                node.body, lambda n: on_device.add(hash(n)) if isinstance(n, tir.Call) else None)
-    tir.stmt_functor.post_order_visit(func.body, mark_device)
-    found = []
-
-    def visit(node):
-        if isinstance(node, tir.Call) and isinstance(node.op, tvm.ir.Op):
-            name = node.op.name.split(".", 1)[-1]
-            if name in PACKED_CALLS or (name in EXTERN_CALLS and hash(node) not in on_device):
-                found.append(name)
-    tir.stmt_functor.post_order_visit(func.body, visit)
-    if found:
-        raise StageError("definition", f"the kernel calls out of itself on the host ({', '.join(sorted(set(found)))})"
-                                       "; a submission must be TileLang code only")
-    return func
-
-
 GENERATED = '''
 
 # ---- added by the grader: the kernels built from the submission, one per problem (TIR read back as data) --------
@@ -128,7 +87,7 @@ _TIR = _json.loads((_pathlib.Path(__file__).parent / "tir.json").read_text())
 
 
 def {factory}(**kw):
-    from playground.engine.grading import load_tir
+    from playground.engine.tir_check import load_tir
     key = _json.dumps({{k: kw[k] for k in PRESETS["timed"]}}, sort_keys=True)
     return load_tir(_TIR[key])
 '''
@@ -162,10 +121,10 @@ def grade(factory: str, reference: str, tir: list[str], problems: list[dict], ti
     kernel = grading_kernel(factory, reference, tir, problems, timed, dtype, Path(workdir or ".") / "grading")
     device.require_gpu()
     options = MeasureOptions(arch, new_seed() if seed is None else int(seed), baselines=True, check_shapes=True,
-                             budget_ms=budget_ms)
+                             budget_ms=budget_ms, audit_timed=True)
     measurer = Measurer(options, Timer(), None)
     config = Config(problems[timed], dtype, {})
-    m = measurer.measure(kernel, config, progress)
+    m = measurer.measure(kernel, config, lambda what, fraction: progress(_no_sizes(what), fraction))
     order = [p for i, p in enumerate(problems) if i != timed] + [problems[timed]]  # verify_stage's order
     verification = [{**v, "problem": problems.index(p)} for v, p in zip(m.verification, order)]
     result = {"ok": False, "verification": verification, "seed": options.seed}
@@ -191,6 +150,12 @@ def grade(factory: str, reference: str, tir: list[str], problems: list[dict], ti
     result.update(ok=True, times=times, median_ms=times["kernel"]["median_ms"],
                   baselines={k: v["median_ms"] for k, v in times.items() if k != "kernel"})
     return result
+
+
+def _no_sizes(what: str) -> str:
+    """A progress text without the problem it names ("verifying 333×3000" → "verifying"): the student watches the
+    progress, and some problems are hidden."""
+    return re.split(r"\s+\S*\d", what, maxsplit=1)[0]
 
 
 def _failed_problem(message: str, problems: list[dict], verification: list[dict]) -> int | None:

@@ -26,7 +26,7 @@ from .catalogue import Config, Kernel, call_with
 from .compile import build
 from .errors import StageError, clip, format_exception
 from .user_kernel import static_shape
-from .verify import compare, poisoned, torch_dtype, unchecked
+from .verify import compare, poisoned, refill, torch_dtype, unchecked
 
 Progress = Callable[[str, float], None]  # (what is happening, fraction of this measurement done)
 
@@ -111,6 +111,7 @@ class MeasureOptions:
     budget_ms: float = 2000.0              # timing budget for the kernel and its baselines together
     graph: bool = False                    # time CUDA-graph replays (for kernels of a few microseconds)
     compile_report: bool = False           # compile afresh with the full report (CUDA, PTX, SASS, resources)
+    audit_timed: bool = False              # check the outputs of timed calls picked at random (the grader's)
 
 
 @dataclass
@@ -160,7 +161,13 @@ class Measurement:
 
 # -- the stages ---------------------------------------------------------------------------------------------------
 class Runner:
-    """Inputs, poisoned outputs and the call of one compiled kernel at one problem size."""
+    """Inputs, poisoned outputs and the call of one compiled kernel at one problem size.
+
+    What the kernel can reach is the GPU memory of this process: its own buffers, and, through a stray index, any
+    other allocation of the process. So what judges it is kept where it cannot write: the inputs are copied to the
+    host before the kernel first runs (`made`), the reference is computed from those copies after the kernel ran,
+    into new memory, and the inputs on the GPU must still equal the copies afterwards. A kernel that overwrites its
+    inputs (and its output to match) is refused, not verified against a reference of its own making."""
 
     def __init__(self, kernel: Kernel, config: Config, jit, seed: int):
         import torch
@@ -170,6 +177,9 @@ class Runner:
         gen = torch.Generator(device="cuda").manual_seed(seed)
         func = jit.prim_func
         self.inputs = kernel.make_inputs(self.params, func, "cuda", gen)
+        self.made = tuple(x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
+                          for x in self.inputs)
+        self._expected: tuple | None = None
         params = [func.buffer_map[p] for p in func.params if p in func.buffer_map]
         outs = kernel.output_positions(func, len(self.inputs))
         if not outs or len(params) - len(outs) != len(self.inputs):
@@ -180,30 +190,84 @@ class Runner:
                         for i in outs]
         given = iter(self.inputs)
         self.args = [self.outputs[outs.index(i)] if i in outs else next(given) for i in range(len(params))]
+        self.input_names = [params[i].name for i in range(len(params)) if i not in outs]
 
     def __call__(self):
         self.jit(*self.args)
 
+    def poison(self) -> None:
+        """Fill the outputs with NaN again (the largest integer's negative for integers), so that a call that
+        writes nothing leaves them wrong."""
+        for out in self.outputs:
+            refill(out)
+
+    def expected(self) -> tuple:
+        """The reference's outputs, on the host: computed once, from the copies of the inputs made before the kernel
+        first ran, on a GPU copy of them made after."""
+        import torch
+        if self._expected is None:
+            inputs = tuple(x.to("cuda") if isinstance(x, torch.Tensor) else x for x in self.made)
+            ref = self.kernel.reference(inputs, self.params)
+            refs = tuple(ref) if isinstance(ref, (tuple, list)) else (ref,)
+            if len(refs) != len(self.outputs):
+                raise StageError("definition", f"reference returned {len(refs)} tensors for {len(self.outputs)} "
+                                               "outputs")
+            self._expected = tuple(r.detach().to("cpu") if isinstance(r, torch.Tensor) else r for r in refs)
+            del inputs, ref, refs
+        return self._expected
+
+    def changed_input(self) -> str | None:
+        """The name of the first input the kernel wrote (compared bit for bit with its copy), else None."""
+        import torch
+        for name, now, made in zip(self.input_names, self.inputs, self.made):
+            if isinstance(now, torch.Tensor) and not _same_bits(now, made.to(now.device)):
+                return name
+        return None
+
+    def verdict(self) -> dict:
+        """The outputs as they are now against the reference: the worst output's verdict (and the inputs unchanged)."""
+        import torch
+        if not self.kernel.has_reference:  # run and checked for unwritten elements only: said so, never "verified"
+            verdicts = [unchecked(o, self.kernel.verification_note) for o in self.outputs]
+        else:
+            verdicts = [compare(o, r.to(o.device) if isinstance(r, torch.Tensor) else r,
+                                str(o.dtype).removeprefix("torch.")) for o, r in zip(self.outputs, self.expected())]
+        changed = self.changed_input()
+        if changed is not None:
+            verdicts.append({"passed": False, "verified": True, "criterion": "inputs", "rel_error": None,
+                             "max_abs_error": None, "mismatches": None, "first_mismatches": [], "nonfinite": None,
+                             "elements": None, "message": f"the kernel wrote its input {changed}: a kernel may "
+                                                          "write its outputs only"})
+        worst = max(verdicts, key=lambda v: (not v["passed"], v["rel_error"] or 0))
+        return {"shape": self.config.problem, "label": problem_label(self.config.problem), **worst,
+                "outputs": verdicts if len(verdicts) > 1 else None}
+
     def check(self) -> dict:
-        """Run once on the poisoned outputs and compare with the reference: the worst output's verdict."""
+        """Run once on the poisoned outputs and compare with the reference."""
         import torch
         try:
             self()
             torch.cuda.synchronize()
         except Exception as exc:
             raise device_error(exc) from None
-        if not self.kernel.has_reference:  # run and checked for unwritten elements only: said so, never "verified"
-            verdicts = [unchecked(o, self.kernel.verification_note) for o in self.outputs]
-        else:
-            ref = self.kernel.reference(self.inputs, self.params)
-            refs = tuple(ref) if isinstance(ref, (tuple, list)) else (ref,)
-            if len(refs) != len(self.outputs):
-                raise StageError("definition", f"reference returned {len(refs)} tensors for {len(self.outputs)} "
-                                               "outputs")
-            verdicts = [compare(o, r, str(o.dtype).removeprefix("torch.")) for o, r in zip(self.outputs, refs)]
-        worst = max(verdicts, key=lambda v: (not v["passed"], v["rel_error"] or 0))
-        return {"shape": self.config.problem, "label": problem_label(self.config.problem), **worst,
-                "outputs": verdicts if len(verdicts) > 1 else None}
+        return self.verdict()
+
+    def audit(self) -> None:
+        """After a timed call: its outputs must be the reference's and its inputs untouched, else a `verify`
+        error. (The timer calls this after calls it picks at random: a kernel that skips work on some timed calls,
+        or computes only when a check could be looking, is caught.)"""
+        v = self.verdict()
+        if not v["passed"]:
+            raise StageError("verify", f"at {v['label']}: a timed call did not compute its output: {v['message']}")
+
+
+def _same_bits(a, b) -> bool:
+    """Equal bit for bit (NaN included): the tensors' bytes compared."""
+    import torch
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8))
+
 
     def baselines(self, which: bool | tuple[str, ...] = True,
                   bench: bool = False) -> dict[str, Callable[[], object]]:
@@ -246,7 +310,12 @@ def verify_stage(kernel: Kernel, config: Config, options: MeasureOptions, jit, p
         if err is not None:
             raise StageError(**{**err, "message": f"at {problem_label(c.problem)}: {err['message']}"})
         c_jit = jit if c is config else parallel.build_jit(kernel, c, options.arch)
-        verdicts.append(Runner(kernel, c, c_jit, options.seed).check())
+        try:
+            verdicts.append(Runner(kernel, c, c_jit, options.seed).check())
+        except StageError as err:  # said where: a grader tells a hidden problem's failure apart by it
+            err.message = f"at {problem_label(c.problem)}: {err.message}"
+            err.args = (err.message,)
+            raise
     return verdicts
 
 
@@ -257,10 +326,18 @@ def verification_failure(verification: list[dict]) -> StageError:
 
 
 def time_stage(kernel: Kernel, config: Config, options: MeasureOptions, jit, timer) -> dict[str, dict]:
-    """The kernel and the chosen baselines, timed together, interleaved, on fresh inputs and outputs."""
+    """The kernel and the chosen baselines, timed together, interleaved, on fresh inputs and outputs. Each timed
+    call of the kernel starts from poisoned outputs; with `audit_timed`, calls picked at random are checked against
+    the reference after they ran, and the inputs after the last."""
     runner = Runner(kernel, config, jit, options.seed)
-    return timer.time({"kernel": runner, **runner.baselines(options.baselines, options.bench_baselines)},
-                      budget_ms=options.budget_ms, graph=options.graph)
+    times = timer.time({"kernel": runner, **runner.baselines(options.baselines, options.bench_baselines)},
+                       budget_ms=options.budget_ms, graph=options.graph, prepare={"kernel": runner.poison},
+                       audit={"kernel": runner.audit} if options.audit_timed else None)
+    changed = runner.changed_input()
+    if changed is not None:
+        raise StageError("verify", f"at {problem_label(config.problem)}: while timed, the kernel wrote its input "
+                                   f"{changed}: a kernel may write its outputs only")
+    return times
 
 
 def measure(kernel: Kernel, config: Config, options: MeasureOptions, timer, compile_error: StageError | None = None,

@@ -8,6 +8,11 @@
   the kernel's.
 - Warm-up calls come first (module load, autotuned library heuristics and clocks settle there).
 - The functions take turns sample by sample, so a change of clock or a neighbour's load hits them all alike.
+- Every timed call of a kernel can start from poisoned outputs (`prepare`, run before the flush, outside the
+  events), and calls picked at random can be checked afterwards (`audit`, after the end event): a kernel that
+  skips its work when the outputs already hold values, or on some calls only, is then caught, not timed as fast.
+  Which calls are checked is drawn from the operating system's random source, so nothing in the kernel's reach
+  (a call count, the clock) tells it which.
 - We report the median and the 20th/80th percentiles; the mean is hostage to one slow sample.
 - Graph mode, for kernels of a few microseconds: `graph_calls` back-to-back calls are captured in one CUDA graph and
   replayed, so launch overhead is paid once per replay; the per-call time is the replay's over `graph_calls` (the
@@ -15,6 +20,7 @@
 """
 from __future__ import annotations
 
+import random
 import statistics
 from typing import Callable
 
@@ -35,6 +41,19 @@ def summarize(times_ms: list[float]) -> dict:
     s = sorted(times_ms)
     return {"median_ms": statistics.median(s), "p20_ms": _percentile(s, 0.2), "p80_ms": _percentile(s, 0.8),
             "min_ms": s[0], "mean_ms": statistics.fmean(s), "samples": len(s)}
+
+
+AUDIT_ALL_UP_TO = 32   # samples: below this many, every timed call is checked
+AUDIT_FRACTION = 0.25  # above it, about this share of them, and always the last
+
+
+def audit_plan(samples: int, rng: random.Random | None = None) -> set[int]:
+    """Which of `samples` timed calls are checked: all of few, else a random quarter and the last. A kernel that
+    skips its work on half the calls (what it takes to move the median) escapes 16 checks one time in 65536."""
+    if samples <= AUDIT_ALL_UP_TO:
+        return set(range(samples))
+    rng = rng or random.SystemRandom()
+    return {i for i in range(samples) if rng.random() < AUDIT_FRACTION} | {samples - 1}
 
 
 class Timer:
@@ -75,8 +94,13 @@ class Timer:
 
     def time(self, fns: dict[str, Callable[[], object]], budget_ms: float = 2000.0, min_samples: int = 10,
              max_samples: int = 200, warmup_ms: float = 100.0, graph: bool = False, graph_calls: int = 20,
-             on_sample: Callable[[int, int], None] | None = None) -> dict[str, dict]:
-        """Time each function of `fns`; returns {name: summarize(...)} in milliseconds per call."""
+             on_sample: Callable[[int, int], None] | None = None,
+             prepare: dict[str, Callable[[], object]] | None = None,
+             audit: dict[str, Callable[[], object]] | None = None) -> dict[str, dict]:
+        """Time each function of `fns`; returns {name: summarize(...)} in milliseconds per call. `prepare[name]`
+        runs before each of that function's timed calls (untimed); `audit[name]` after the calls `audit_plan`
+        picks (it raises to refuse what it saw)."""
+        prepare, audit = prepare or {}, audit or {}
         per_call = {name: self._estimate_ms(fn) for name, fn in fns.items()}
         calls = {name: (graph_calls if graph else 1) for name in fns}
         runners = {name: (self._as_graph(fn, graph_calls) if graph else fn) for name, fn in fns.items()}
@@ -89,14 +113,20 @@ class Timer:
         events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                          for _ in range(samples)] for name in fns}
         names = list(fns)
+        checked = {name: audit_plan(samples) for name in audit}
         for i in range(samples):
             order = names[i % len(names):] + names[:i % len(names)]  # rotate who goes first
             for name in order:
+                if name in prepare:
+                    prepare[name]()
                 self.flush()
                 start, end = events[name][i]
                 start.record()
                 runners[name]()
                 end.record()
+                if i in checked.get(name, ()):
+                    torch.cuda.synchronize()
+                    audit[name]()
             if on_sample and i % 10 == 9:
                 on_sample(i + 1, samples)
         torch.cuda.synchronize()

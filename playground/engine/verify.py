@@ -41,13 +41,17 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def poisoned(shape, dtype: torch.dtype, device) -> torch.Tensor:
-    t = torch.empty(shape, dtype=dtype, device=device)
-    if dtype.is_floating_point:
+    return refill(torch.empty(shape, dtype=dtype, device=device))
+
+
+def refill(t: torch.Tensor) -> torch.Tensor:
+    """Poison `t` in place: NaN, or True, or the integer type's most negative value."""
+    if t.dtype.is_floating_point:
         t.fill_(float("nan"))
-    elif dtype == torch.bool:
+    elif t.dtype == torch.bool:
         t.fill_(True)
     else:
-        t.fill_(torch.iinfo(dtype).min)
+        t.fill_(torch.iinfo(t.dtype).min)
     return t
 
 

@@ -206,6 +206,14 @@ def label(problem: dict) -> str:
     return " × ".join(f"{k}={v}" for k, v in problem.items())
 
 
+def _fixed_progress(text: str, on_progress):
+    """A progress callback that shows `text` whatever the job reports (a job that runs the student's code on hidden
+    problems could report them)."""
+    if on_progress is None:
+        return None
+    return lambda _what, fraction: on_progress(text, fraction)
+
+
 # -- the class ---------------------------------------------------------------------------------------------------
 class Classroom:
     """The class's server-side state and rules. `run_job` and `has_gpu` are the job layer's; `store` is made from
@@ -350,16 +358,39 @@ class Classroom:
         problems = ex.problems
         timed = len(problems) - 1
         session = f"student:{student}"
-        built = self.run_job("build_submission", f"exercise:{ex.name}", source,
-                             {"factory": ex.factory, "problems": problems, "dtype": ex.dtype, "tile": tile},
-                             session=session, timeout=BUILD_TIMEOUT, on_progress=on_progress)
-        if (built.get("error") or {}).get("stage") == "busy":
-            return error("busy", built["error"]["message"])
-        tir = built.get("tir")
-        if not built.get("ok") or not isinstance(tir, list) or len(tir) != len(problems) \
-                or not all(isinstance(t, str) for t in tir):
-            answer = self._refusal(ex, built.get("error"), None, "building your kernel failed")
-            return self._record(student, ex, source, tile, answer)
+        # Two build jobs: the public problems (visible and timed), then the hidden ones. The student's code that
+        # builds a public problem never sees a hidden size, so nothing it says (an exception's message, a printed
+        # line, a TIR shaped to fail with a message) can carry one back. The hidden job's failures are told as
+        # "a hidden shape", and its progress as a fixed text.
+        tir: list = [None] * len(problems)
+        hidden = [i for i in range(len(problems)) if ex.kind(i) == "hidden"]
+        public = [i for i in range(len(problems)) if i not in hidden]
+        for indices in (public, hidden):
+            if not indices:
+                continue
+            secret = indices is hidden
+            built = self.run_job("build_submission", f"exercise:{ex.name}", source,
+                                 {"factory": ex.factory, "problems": [problems[i] for i in indices], "dtype": ex.dtype,
+                                  "tile": tile}, session=session, timeout=BUILD_TIMEOUT,
+                                 on_progress=(_fixed_progress("building your kernel at the hidden shapes",
+                                                              on_progress) if secret else on_progress))
+            if (built.get("error") or {}).get("stage") == "busy":
+                return error("busy", built["error"]["message"])
+            texts = built.get("tir")
+            if not built.get("ok") or not isinstance(texts, list) or len(texts) != len(indices) \
+                    or not all(isinstance(t, str) for t in texts):
+                err = dict(built.get("error") or {"stage": "internal", "message": "no answer from the build",
+                                                  "line": None, "log": ""})
+                match = re.match(r"problem (\d+): (.*)", str(err.get("message") or ""), re.S)
+                at = int(match.group(1)) if match else None
+                failed = indices[at] if at is not None and 0 <= at < len(indices) else (indices[0] if secret
+                                                                                         else None)
+                if match:
+                    err["message"] = match.group(2)
+                answer = self._refusal(ex, err, failed, "building your kernel failed")
+                return self._record(student, ex, source, tile, answer)
+            for i, text in zip(indices, texts):
+                tir[i] = text
         graded = self.run_job("grade", f"exercise:{ex.name}", None,
                               {"factory": ex.factory, "reference": ex.reference, "tir": tir, "problems": problems,
                                "timed": timed, "dtype": ex.dtype, "seed": _seed(), "recheck_seed": _seed()},
