@@ -73,6 +73,11 @@ class Settings:
     user_header: str | None = setting(None, "PLAYGROUND_USER_HEADER",
                                       "a reverse proxy's authenticated-user header (e.g. `X-Forwarded-User`) "
                                       "trusted as the student's name instead of a login", "unset")
+    trusted_proxies: str | None = setting(None, "PLAYGROUND_TRUSTED_PROXIES",
+                                          "addresses or networks (`10.0.0.0/8`), comma-separated, of reverse "
+                                          "proxies whose `X-Forwarded-For` names the client; any other peer (`ssh "
+                                          "-L` and same-host proxies included) is itself the address the login's "
+                                          "throttle and every per-address limit count", "unset")
     # -- the engine ----------------------------------------------------------------------------------------------
     cache_dir: Path = setting(None, "PLAYGROUND_CACHE_DIR", "where compile results and edited sources are kept",
                               "`~/.cache/tilelang-playground`",
@@ -145,7 +150,9 @@ class Settings:
             if text is None or text.strip() == "":
                 continue
             values[f.name] = _parse(f, text.strip())
-        return cls(**values)
+        settings = cls(**values)
+        settings.trusted_proxy_networks()  # a value that is no address stops here, named
+        return settings
 
     def to_env(self, *names: str) -> dict[str, str]:
         """The environment that gives these settings back through `from_env` (for a job's worker)."""
@@ -192,6 +199,20 @@ class Settings:
 
     @property
     def compile_processes(self) -> int:
+    def trusted_proxy_networks(self) -> tuple:
+        """`trusted_proxies` as ipaddress networks (a single address is a network of one); a value that is no
+        address raises SettingsError naming the variable."""
+        import ipaddress
+        networks = []
+        for item in (self.trusted_proxies or "").split(","):
+            if item.strip():
+                try:
+                    networks.append(ipaddress.ip_network(item.strip(), strict=False))
+                except ValueError:
+                    raise SettingsError(f"PLAYGROUND_TRUSTED_PROXIES: {item.strip()!r} is not an IP address or "
+                                        "network (e.g. 127.0.0.1, 10.0.0.0/8, ::1)") from None
+        return tuple(networks)
+
         """Compiles that run at once, in the job queue and inside one job (a tuning run's parallel compile):
         `cpu_slots`, else the CPU cores this process may use (its affinity, which a container or taskset narrows,
         not the machine's count), at most 16."""

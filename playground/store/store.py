@@ -41,14 +41,24 @@ def share_digest(kernel: str, source: str, params: dict, summary: dict | None = 
     return base64.b32encode(digest).decode().rstrip("=").lower()
 
 
+def utf8_size(text: str) -> int | None:
+    """Bytes of `text` in UTF-8, as the database keeps it; None for text UTF-8 cannot hold (a lone surrogate)."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return None
+
+
 def check_share(kernel, source, params, summary) -> tuple[str, str, dict, dict | None]:
     if not isinstance(kernel, str) or not kernel.strip() or len(kernel) > 64:
         raise ShareError("a share needs a kernel name (at most 64 characters)")
     if not isinstance(source, str):
         raise ShareError("the source must be text")
-    if len(source) > SOURCE_LIMIT:
-        raise ShareError(f"the source is {len(source) // 1024} KiB; a share holds at most "
-                         f"{SOURCE_LIMIT // 1024} KiB")
+    size = utf8_size(source)
+    if size is None:
+        raise ShareError("the source is not valid text: it holds a character UTF-8 cannot write (a lone surrogate)")
+    if size > SOURCE_LIMIT:  # bytes, as stored: 256 Ki characters of 4 bytes each are 1 MiB
+        raise ShareError(f"the source is {size // 1024} KiB; a share holds at most {SOURCE_LIMIT // 1024} KiB")
     if params is None:
         params = {}
     if not isinstance(params, dict):
@@ -86,6 +96,17 @@ def verify_password(password: str, stored: str) -> bool:
     except (ValueError, TypeError):
         return False
     return hmac.compare_digest(given, bytes.fromhex(digest))
+
+
+_NOBODYS_HASH: list[str] = []  # made on first use: a hash no password was given for
+
+
+def nobodys_hash() -> str:
+    """A stored-password hash of the same cost as a student's, for a name not on the roster: checking a password
+    against it takes as long as against a real one, so the login's timing does not tell who is on the roster."""
+    if not _NOBODYS_HASH:
+        _NOBODYS_HASH.append(hash_password(os.urandom(16).hex()))
+    return _NOBODYS_HASH[0]
 
 
 def clean_name(name) -> str:
@@ -162,9 +183,33 @@ class Store:
         return self.db.one("SELECT 1 FROM students LIMIT 1") is not None
 
     def check_student(self, name: str, password: str) -> bool:
-        row = self.db.one("SELECT password_hash FROM students WHERE name = ?",
-                          (" ".join(str(name or "").split()),))
-        return row is not None and verify_password(password, row["password_hash"])
+        return self.student_credential(name, password) is not None
+
+    def student_credential(self, name: str, password: str) -> str | None:
+        """The stored hash `password` matched for the roster's `name` (what a session opened with it stands on: a
+        new import replaces it), else None. A name not on the roster costs the same hash check."""
+        stored = self.password_hash_of(name)
+        matched = verify_password(password, stored or nobodys_hash())
+        return stored if matched and stored is not None else None
+
+    def password_hash_of(self, name: str) -> str | None:
+        row = self.db.one("SELECT password_hash FROM students WHERE name = ?", (" ".join(str(name or "").split()),))
+        return None if row is None else row["password_hash"]
+
+    def password_hashes(self) -> dict[str, str]:
+        """{name: stored hash} of the whole roster."""
+        return {r["name"]: r["password_hash"] for r in self.db.query("SELECT name, password_hash FROM students")}
+
+    # -- the server's own keys ------------------------------------------------------------------------------------
+    def secret(self, name: str) -> bytes:
+        """The 32-byte key kept under `name`, made (at random) the first time it is asked for."""
+        row = self.db.one("SELECT value FROM secrets WHERE name = ?", (name,))
+        if row is None:
+            with self.db.transaction() as conn:  # two processes at once: the first one's key is everyone's
+                conn.execute("INSERT INTO secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) "
+                             "DO NOTHING", (name, os.urandom(32), time.time()))
+            row = self.db.one("SELECT value FROM secrets WHERE name = ?", (name,))
+        return bytes(row["value"])
 
     # -- submissions ------------------------------------------------------------------------------------------------
     def add_submission(self, exercise: str, student: str, source: str, params: dict, *, accepted: bool,
@@ -231,4 +276,4 @@ class Store:
         return board
 
 
-__all__ = ["Store", "StoreError", "ShareError", "hash_password", "verify_password", "share_digest"]
+__all__ = ["Store", "StoreError", "ShareError", "hash_password", "verify_password", "share_digest", "utf8_size"]

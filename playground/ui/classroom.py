@@ -22,9 +22,11 @@ This module never imports or runs a user's code: source text goes to run_job, ex
 """
 from __future__ import annotations
 
+import contextvars
 import csv
 import hmac
 import io
+import ipaddress
 import json
 import logging
 import math
@@ -42,12 +44,19 @@ import gradio as gr
 from ..engine.errors import quoted
 from ..engine.source import SOURCE_LIMIT
 from ..settings import Settings, current
-from ..store import ShareError, Store, StoreError
+from ..store import ShareError, Store, StoreError, utf8_size
 
 log = logging.getLogger("playground.classroom")
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISES_DIR = ROOT / "exercises"
 TEACHER = "teacher"  # the teacher's user name at the login
+# What a login stood on (Classroom.credential): the teacher's password, the class password, or a roster student's
+# stored password hash (which starts "scrypt$").
+TEACHER_LOGIN, CLASS_LOGIN = "the teacher password", "the class password"
+# Set by the login's guard (server.py) around Gradio's login route: the login writes what it stood on there, for the
+# session the route then opens.
+LOGIN_SEEN: contextvars.ContextVar[dict | None] = contextvars.ContextVar("playground_login_seen", default=None)
+ADDRESS_CHARS = 64  # of an address taken from a header: an entry of X-Forwarded-For is anyone's text
 NAME_LIMIT = 64  # characters of a user name (the store keeps no longer ones)
 BUILD_TIMEOUT = 240.0   # seconds: the student's factory, once per problem (no compile)
 GRADE_TIMEOUT = 600.0   # seconds: compile every problem's kernel, verify, time, verify again
@@ -93,12 +102,28 @@ class Recent:
                 self.times.setdefault(key, []).append(now)
             return wait
 
+    def take_all(self, limits: list[tuple]) -> tuple | None:
+        """`take` for several (key, limit) at once: the event counted under every key only if each is under its
+        limit, else (seconds to wait, the key that is full) and nothing counted."""
+        now = self.clock()
+        with self.lock:
+            for key, limit in limits:
+                if (wait := self._wait(key, limit, now)) is not None:
+                    return wait, key
+            for key, _ in limits:
+                self.times.setdefault(key, []).append(now)
+            self._forget_idle(now)
+            return None
+
+    def _forget_idle(self, now: float) -> None:
+        if len(self.times) > 10000:
+            self.times = {k: v for k, v in self.times.items() if v and now - v[-1] < self.window}
+
     def add(self, key: str) -> None:
         now = self.clock()
         with self.lock:
             self.times.setdefault(key, []).append(now)
-            if len(self.times) > 10000:
-                self.times = {k: v for k, v in self.times.items() if v and now - v[-1] < self.window}
+            self._forget_idle(now)
 
 
 def user_name(name) -> str:
@@ -107,15 +132,63 @@ def user_name(name) -> str:
 
 
 def end_sessions_off_the_roster(app, room: "Classroom") -> None:
-    """From now on, after each roster import, the login sessions of names the roster does not hold end (Gradio's
-    session tokens, `app.tokens`, are dropped: the next request of such a page is refused and asks for a login)."""
+    """From now on, after each roster import, every login session the roster no longer accepts ends (Gradio's session
+    tokens, `app.tokens`, are dropped: the next request of such a page is refused and asks for a login): a name the
+    roster does not hold, a session of the class password under any name (the roster's own name too), a session of a
+    password the import replaced (Classroom.may_stay)."""
     def revoke():
-        roster = set(room.store.students())  # read once for all the sessions (a roster was just imported)
+        hashes = room.store.password_hashes()  # read once for all the sessions (a roster was just imported)
         for token, user in list(getattr(app, "tokens", {}).items()):
-            if not room.may_stay(user, roster):
+            if not room.may_stay(user, room.credential_of(token), hashes):
                 app.tokens.pop(token, None)
-                log.info("ended the session of %r: not on the roster", user)
+                room.session_ended(token)
+                log.info("ended the session of %r: its login is not the roster's", user)
     room.on_roster.append(revoke)
+
+
+def resolve_client(peer: str, forwarded_for: list[str], trusted: tuple) -> str:
+    """The client's address, the one rule for every limit counted per address: the connection's peer, unless the peer
+    is one of the `trusted` proxies (Settings.trusted_proxy_networks); then the right-most address of X-Forwarded-For
+    (`forwarded_for`: the header's values) that is not one of them. Each proxy appends the address it got the request
+    from, so anything left of that is the client's own claim. (An entry that is no address is returned as it is, cut
+    short: it is only a key of the limits.)"""
+    if not in_networks(peer, trusted):
+        return peer
+    entries = [e.strip() for value in forwarded_for for e in str(value).split(",") if e.strip()]
+    for entry in reversed(entries):
+        if not in_networks(entry, trusted):
+            return entry[:ADDRESS_CHARS]
+    return entries[0][:ADDRESS_CHARS] if entries else peer
+
+
+def in_networks(address, networks: tuple) -> bool:
+    """Is `address` (an IP, maybe with a port or in brackets) in one of `networks`?"""
+    if not networks or not address:
+        return False
+    text = str(address).strip()
+    if text.startswith("[") and "]" in text:
+        text = text[1:text.index("]")]
+    elif text.count(":") == 1:  # an IPv4 address with a port
+        text = text.split(":")[0]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return any(ip.version == n.version and ip in n for n in networks)
+
+
+def client_address(request) -> str | None:
+    """The client's address of a request (gr.Request, a Starlette request, or an ASGI scope), as every limit per
+    address counts it: serve() puts resolve_client's answer in each request's scope (server.PeerAddress); a server
+    started without that has the address its connection came from."""
+    if request is None:
+        return None
+    if isinstance(request, dict):
+        client = request.get("client")
+        host = client[0] if client else None
+    else:
+        host = getattr(getattr(request, "client", None), "host", None)
+    return str(host)[:ADDRESS_CHARS] if host else None
 
 
 def spreadsheet_safe(value):
@@ -230,9 +303,11 @@ class Classroom:
         self.class_password = class_password if class_password is not None else self.settings.password
         self._submitting: set[str] = set()
         self._submitting_lock = threading.Lock()
-        self._teacher_misses = Recent(self.TEACHER_WINDOW)  # who gave a wrong teacher password, when
-        self._shares = Recent(self.SHARE_WINDOW)  # who made new share links, when
-        self.on_roster: list = []  # called after a roster import (serve(): end the sessions of names not on it)
+        self._teacher_misses = Recent(self.TEACHER_WINDOW)  # who gave a wrong teacher password (and from where)
+        self._shares = Recent(self.SHARE_WINDOW)  # who made new share links (and from where)
+        self.on_roster: list = []  # called after a roster import (serve(): end the sessions it no longer accepts)
+        self._sessions: dict[str, str] = {}  # Gradio's session token → what its login stood on (credential)
+        self._sessions_lock = threading.Lock()
 
     @property
     def store(self) -> Store:
@@ -258,12 +333,15 @@ class Classroom:
 
     # -- share links ------------------------------------------------------------------------------------------------
     SHARES, SHARE_WINDOW = 30, 600.0  # new share links one user (a login, else an address) may make in the window
+    SHARES_PER_ADDRESS = 200  # and one address in all, where the class password lets anyone take any name
 
     def share(self, kernel: str, source: str, params: dict | None, summary: dict | None = None,
-              base_url: str = "", who: str = "anon") -> dict:
-        """A share link for the content; `who` (gateway.student_of) is held to SHARES new links a window. Shares
-        are kept for good, so a script looping over /share would fill the server's disk: a link whose content is
-        stored already adds nothing and does not count."""
+              base_url: str = "", who: str = "anon", address: str | None = None) -> dict:
+        """A share link for the content; `who` (gateway.student_of) is held to SHARES new links a window, and
+        where names are free (the class password, no roster) so is their `address` (client_address), to
+        SHARES_PER_ADDRESS: else each new name would be a new quota. Shares are kept for good, so a script looping
+        over /share would fill the server's disk: a link whose content is stored already adds nothing and does not
+        count."""
         from . import gateway
         from .own_kernel import OWN
         known = [*gateway.kernel_names(), OWN]
@@ -272,7 +350,7 @@ class Classroom:
         try:
             share_id = self.store.share_id_of(kernel, source or "", params or {}, summary)
             if share_id is None:
-                if (refused := self._count_share(who)) is not None:
+                if (refused := self._count_share(who, address)) is not None:
                     return refused
                 share_id = self.store.put_share(kernel, source or "", params or {}, summary)
         except ShareError as exc:
@@ -282,14 +360,27 @@ class Classroom:
             return error("internal", f"the share could not be stored: {exc}")
         return {"ok": True, "id": share_id, "url": f"{base_url.rstrip('/')}/?s={share_id}"}
 
-    def _count_share(self, who: str) -> dict | None:
-        """Count a new share of `who`, or the refusal when they have made SHARES in the window."""
-        wait = self._shares.take(who, self.SHARES)
-        if wait is not None:
+    def _count_share(self, who: str, address: str | None = None) -> dict | None:
+        """Count a new share of `who` (and of their address where names are free), or the refusal when one of them
+        has made its most in the window."""
+        limits = [(who, self.SHARES)]
+        if address and who.startswith("user:") and who.lower() != f"user:{TEACHER}" and self.names_are_free():
+            limits.append((("address", address), self.SHARES_PER_ADDRESS))
+        full = self._shares.take_all(limits)
+        if full is None:
+            return None
+        wait, key = full
+        again = (f"try again in {max(1, math.ceil(wait))} s (a link to the same code and result as before needs no "
+                 "new one)")
+        if key == who:
             return error("busy", f"{self.SHARES} new share links in {self.SHARE_WINDOW / 60:g} minutes is the most "
-                                 f"one person may make: try again in {max(1, math.ceil(wait))} s (a link to the same "
-                                 "code and result as before needs no new one)")
-        return None
+                                 f"one person may make: {again}")
+        return error("busy", f"{self.SHARES_PER_ADDRESS} new share links in {self.SHARE_WINDOW / 60:g} minutes is "
+                             f"the most that may come from this address under the class password: {again}")
+
+    def names_are_free(self) -> bool:
+        """Can one person log in under any name they like (the class password, no roster, no proxy's header)?"""
+        return bool(self.class_password) and not self.settings.user_header and not self.has_roster()
 
     def open_share(self, share_id: str) -> dict:
         found = self.store.get_share(share_id)
@@ -317,7 +408,11 @@ class Classroom:
                                        f"{', '.join(self.exercises_by_name()) or 'none'}")
         if not isinstance(source, str) or not source.strip():
             return error("parameters", "the submission is empty: put your kernel in the editor")
-        if len(source) > SOURCE_LIMIT:
+        size = utf8_size(source)
+        if size is None:
+            return error("parameters", "the submission is not valid text: it holds a character UTF-8 cannot write "
+                                       "(a lone surrogate)")
+        if size > SOURCE_LIMIT:  # bytes, as stored
             return error("parameters", f"the submission is over {SOURCE_LIMIT // 1024} KiB")
         tile, bad = self._tile_params(ex, params)
         if bad:
@@ -486,28 +581,66 @@ class Classroom:
     # -- who is who ---------------------------------------------------------------------------------------------------
     def login(self, username: str, password: str) -> bool:
         """Gradio's auth: the teacher with the teacher password; a student of the roster with their own password;
-        without a roster, any other name with the class password."""
+        without a roster, any other name with the class password. What it stood on goes to LOGIN_SEEN, where the
+        login's guard set one (the session it opens is then known: may_stay)."""
+        credential = self.credential(username, password)
+        seen = LOGIN_SEEN.get()
+        if seen is not None:
+            seen["credential"] = credential
+        return credential is not None
+
+    def credential(self, username: str, password: str) -> str | None:
+        """What a login with these stands on: TEACHER_LOGIN, CLASS_LOGIN, the roster's stored hash for the name; None
+        when refused. A name not on the roster costs the same password hash as one on it (its timing tells nothing)."""
         name = user_name(username)
         given = str(password or "").encode()
         if len(name) > NAME_LIMIT or not name.isprintable():  # (zero-width and control characters: a look-alike name)
-            return False
+            return None
         if name.lower() == TEACHER:
             teacher = self.settings.teacher_password
-            return bool(teacher) and hmac.compare_digest(given, teacher.encode())
+            return TEACHER_LOGIN if teacher and hmac.compare_digest(given, teacher.encode()) else None
         if self.has_roster():
-            return self.store.check_student(name, str(password or ""))
-        return bool(self.class_password) and bool(name) and hmac.compare_digest(given, self.class_password.encode())
+            return self.store.student_credential(name, str(password or ""))
+        if self.class_password and name and hmac.compare_digest(given, self.class_password.encode()):
+            return CLASS_LOGIN
+        return None
 
-    def may_stay(self, username: str | None, roster: set[str] | None = None) -> bool:
-        """May a session logged in as `username` go on? With a roster (`roster`: its names, when already read),
-        only the teacher and the roster's students: one who logged in with the class password before the roster
-        existed, under any name, may not."""
+    def may_stay(self, username: str | None, credential: str | None = None,
+                 hashes: dict[str, str] | None = None) -> bool:
+        """May a session logged in as `username`, whose login stood on `credential` (None: not seen), go on? The
+        teacher's, yes (only the teacher password logs in as 'teacher'). With a roster (`hashes`: its {name: stored
+        hash}, when already read), only a session opened with the password the roster holds for that name now: not
+        one of the class password, whatever name it took (the roster's own names too), nor one of a password a later
+        import replaced. Without a roster, any."""
         name = user_name(username)
         if name.lower() == TEACHER:
             return True
-        if roster is None:
-            roster = set(self.store.students()) if self.has_roster() else None
-        return roster is None or name in roster
+        if hashes is None:
+            hashes = self.store.password_hashes() if self.has_roster() else None
+        if not hashes:
+            return True
+        return credential is not None and credential == hashes.get(name)
+
+    def session_opened(self, app, token: str, username: str, credential: str | None) -> None:
+        """The login's guard saw Gradio open session `token` for `username` on `credential`: kept for a later roster
+        import, and ended at once if the roster no longer accepts it (a roster imported while this login was
+        checked)."""
+        with self._sessions_lock:
+            self._sessions[token] = credential
+            if len(self._sessions) > 10000:  # sessions Gradio has ended (a logout) are forgotten
+                tokens = getattr(app, "tokens", {})
+                self._sessions = {t: c for t, c in self._sessions.items() if t in tokens}
+        if not self.may_stay(username, credential):
+            getattr(app, "tokens", {}).pop(token, None)
+            self.session_ended(token)
+
+    def credential_of(self, token: str) -> str | None:
+        with self._sessions_lock:
+            return self._sessions.get(token)
+
+    def session_ended(self, token: str) -> None:
+        with self._sessions_lock:
+            self._sessions.pop(token, None)
 
     def login_needed(self) -> bool:
         """Is there anything to log in with (else the page is open, as without a class password before)? A roster
@@ -534,10 +667,12 @@ class Classroom:
         return (self.login if self.login_needed() else None), None
 
     def login_message(self) -> str:
-        """The login page's line, read once at launch: without a roster it must stay true after the teacher imports
-        one (students then log in with their own password), so it names both."""
-        return ("TileLang Playground: your name and the password your teacher gave you." if self.has_roster() else
-                "TileLang Playground: your name and the class password, or your own password once your teacher has "
+        """The login page's line (serve() sets it again after each roster import)."""
+        if self.has_roster():
+            return ("TileLang Playground: a roster is in force. Log in with your name as your teacher wrote it and "
+                    "your own password, the one your teacher gave you (not the class password, which no longer "
+                    "works). The teacher: 'teacher'.")
+        return ("TileLang Playground: your name and the class password, or your own password once your teacher has "
                 "given you one (the teacher: 'teacher').")
 
     def is_teacher(self, username: str | None, teacher_password: str | None = None) -> bool:
@@ -559,37 +694,38 @@ class Classroom:
 
     # -- the teacher's view ---------------------------------------------------------------------------------------------
     TEACHER_TRIES, TEACHER_WINDOW = 5, 600.0  # wrong teacher passwords a student may give in the window
-    TEACHER_TRIES_ALL = 30  # and all users together: a student logged in under many names gets no more guesses
-    ALL_USERS = "\x00all"  # (no user name holds a NUL)
+    TEACHER_TRIES_ADDRESS = 30  # and one address in all: one student under many names (the class password) meets it
 
-    def _teacher_only(self, username, teacher_password) -> dict | None:
+    def _teacher_only(self, username, teacher_password, address: str | None = None) -> dict | None:
         if not self.settings.teacher_password:
             return error("permission", "the teacher's view is off: set PLAYGROUND_TEACHER_PASSWORD")
         if self.is_teacher(username, None):  # logged in as the teacher
             return None
-        # A student giving the teacher password: guesses are limited per student, and for all users together, since
-        # the class password lets one student log in under any number of names. The teacher's own login as
-        # 'teacher' never meets either limit.
-        who = user_name(username or "anonymous")[:NAME_LIMIT]
+        # A student giving the teacher password: guesses are limited per student, and per address (`address`:
+        # client_address), since the class password lets one student log in under any number of names. They are
+        # not counted for all users together: students could then deny the teacher, who types the password here
+        # from elsewhere; and the teacher's own login as 'teacher' never meets either limit.
+        who = user_name(username)[:NAME_LIMIT] or f"someone at {address or 'an unknown address'}"  # (no login)
+        where = ("address", address or "unknown")  # (a tuple: never equal to a user's name)
         if (wait := self._teacher_misses.wait(who, self.TEACHER_TRIES)) is not None:
             return error("permission", f"too many wrong teacher passwords from {who}: try again in "
                                        f"{math.ceil(wait)} s")
-        if (wait := self._teacher_misses.wait(self.ALL_USERS, self.TEACHER_TRIES_ALL)) is not None:
-            return error("permission", f"too many wrong teacher passwords on this server: try again in "
+        if (wait := self._teacher_misses.wait(where, self.TEACHER_TRIES_ADDRESS)) is not None:
+            return error("permission", f"too many wrong teacher passwords from this address: try again in "
                                        f"{math.ceil(wait)} s (the teacher may log in as '{TEACHER}')")
         if not self.is_teacher(None, teacher_password):
             if teacher_password:
                 self._teacher_misses.add(who)
-                self._teacher_misses.add(self.ALL_USERS)
-                log.warning("a wrong teacher password from %r", who)
+                self._teacher_misses.add(where)
+                log.warning("a wrong teacher password from %r at %s", who, address)
             return error("permission", "only the teacher may do this: log in as 'teacher' or give the teacher "
                                        "password")
         return None
 
-    def import_roster(self, username, teacher_password, roster_csv: str) -> dict:
+    def import_roster(self, username, teacher_password, roster_csv: str, address: str | None = None) -> dict:
         """A CSV of names (a `name` column, else the first column) → a new password for each, stored hashed; the
         passwords are in the answer only, for the teacher to hand out."""
-        if (refused := self._teacher_only(username, teacher_password)) is not None:
+        if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
         rows = list(csv.reader(io.StringIO(str(roster_csv or ""))))
         if rows and any(c.strip().lower() == "name" for c in rows[0]):
@@ -623,13 +759,13 @@ class Classroom:
         writer.writerows(passwords.items())
         return {"ok": True, "students": len(passwords), "csv": out.getvalue()}
 
-    def all_submissions(self, username, teacher_password, exercise: str = "") -> dict:
-        if (refused := self._teacher_only(username, teacher_password)) is not None:
+    def all_submissions(self, username, teacher_password, exercise: str = "", address: str | None = None) -> dict:
+        if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
         return {"ok": True, "rows": self.store.submissions(exercise or None)}
 
-    def open_submission(self, username, teacher_password, submission_id) -> dict:
-        if (refused := self._teacher_only(username, teacher_password)) is not None:
+    def open_submission(self, username, teacher_password, submission_id, address: str | None = None) -> dict:
+        if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
         try:
             found = self.store.submission(int(submission_id))
@@ -641,8 +777,8 @@ class Classroom:
             return error("parameters", f"no submission number {submission_id!r}")
         return {"ok": True, **found}
 
-    def export_csv(self, username, teacher_password, exercise: str = "") -> dict:
-        if (refused := self._teacher_only(username, teacher_password)) is not None:
+    def export_csv(self, username, teacher_password, exercise: str = "", address: str | None = None) -> dict:
+        if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
         out = io.StringIO()
         fields = ["id", "exercise", "student", "status", "median_ms", "baseline_ms", "speedup", "message",
@@ -655,8 +791,8 @@ class Classroom:
                                                                   time.gmtime(row["created_at"]))})
         return {"ok": True, "csv": out.getvalue()}
 
-    def reset_board(self, username, teacher_password, exercise: str) -> dict:
-        if (refused := self._teacher_only(username, teacher_password)) is not None:
+    def reset_board(self, username, teacher_password, exercise: str, address: str | None = None) -> dict:
+        if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
         if exercise not in self.exercises_by_name():
             return error("parameters", f"no exercise named {quoted(exercise)}")
@@ -711,7 +847,8 @@ def share(kernel: str, source: str = "", params: dict | None = None, summary: di
     """Store the kernel, its edited source and parameters (and a result summary) under a short immutable id;
     {"ok", "id", "url"} where url opens the page with all of it restored (/?s=ID)."""
     from .gateway import student_of
-    return classroom().share(kernel, source, params, summary, base_url_of(request), who=student_of(request))
+    return classroom().share(kernel, source, params, summary, base_url_of(request), who=student_of(request),
+                             address=client_address(request))
 
 
 def open_share(share_id: str, request: gr.Request = None) -> dict:
@@ -738,27 +875,27 @@ def leaderboard(exercise: str, request: gr.Request = None) -> dict:
 
 def teacher_submissions(exercise: str = "", teacher_password: str = "", request: gr.Request = None) -> dict:
     """Teacher: every submission (all students, accepted and refused), newest first; "" for every exercise."""
-    return classroom().all_submissions(user_of(request), teacher_password, exercise)
+    return classroom().all_submissions(user_of(request), teacher_password, exercise, address=client_address(request))
 
 
 def teacher_open(submission: int, teacher_password: str = "", request: gr.Request = None) -> dict:
     """Teacher: one submission with its source and what the grader said."""
-    return classroom().open_submission(user_of(request), teacher_password, submission)
+    return classroom().open_submission(user_of(request), teacher_password, submission, address=client_address(request))
 
 
 def teacher_export(exercise: str = "", teacher_password: str = "", request: gr.Request = None) -> dict:
     """Teacher: every submission as CSV text ({"ok", "csv"})."""
-    return classroom().export_csv(user_of(request), teacher_password, exercise)
+    return classroom().export_csv(user_of(request), teacher_password, exercise, address=client_address(request))
 
 
 def teacher_reset(exercise: str, teacher_password: str = "", request: gr.Request = None) -> dict:
     """Teacher: empty an exercise's board (the submissions stay in the teacher's list)."""
-    return classroom().reset_board(user_of(request), teacher_password, exercise)
+    return classroom().reset_board(user_of(request), teacher_password, exercise, address=client_address(request))
 
 
 def teacher_roster(roster_csv: str, teacher_password: str = "", request: gr.Request = None) -> dict:
     """Teacher: import a roster (CSV of names); answers each student's new password as CSV, once."""
-    return classroom().import_roster(user_of(request), teacher_password, roster_csv)
+    return classroom().import_roster(user_of(request), teacher_password, roster_csv, address=client_address(request))
 
 
 ENDPOINTS = (share, open_share, exercises, submit, leaderboard, teacher_submissions, teacher_open, teacher_export,
@@ -876,6 +1013,20 @@ def submissions_frame(answer: dict):
     return pd.DataFrame(rows, columns=columns)
 
 
+def who_html(user: str | None, logout: bool = True) -> str:
+    """The page header's note of who is logged in, with a link to log out (none behind a proxy's login: the proxy
+    logs its users out); nothing without a login."""
+    if not user:
+        return ""
+    link = ' · <a href="logout">Log out</a>' if logout else ""
+    return f'<div class="pg-who" style="text-align: right">Logged in as <b>{_esc(user)}</b>{link}</div>'
+
+
+def build_who(page) -> None:
+    """In the page's header: who is logged in (filled on load, wire)."""
+    page.who = gr.HTML("", elem_id="pg-who")
+
+
 def build_share(page) -> None:
     with gr.Row(elem_id="pg-share-row"):
         page.share_btn = gr.Button("Share", size="sm", scale=0, min_width=90, elem_id="pg-share-btn")
@@ -965,6 +1116,11 @@ def wire(page, demo) -> None:
                           f"Your own {kernel} draft, replaced by this link: download it")
     demo.load(keep_draft, page.draft, page.kept_draft, **light)
 
+    def logged_in(request: gr.Request):
+        return who_html(user_of(request), logout=not classroom().settings.user_header)
+    if getattr(page, "who", None) is not None:
+        demo.load(logged_in, None, page.who, **light)
+
     def on_exercise(name):
         ex = classroom().exercises_by_name().get(name or "")
         if ex is None:
@@ -1033,7 +1189,7 @@ def wire(page, demo) -> None:
     demo.load(teacher_view, None, page.teacher, **light)
 
     def teacher_list(pw, ex, request: gr.Request):
-        answer = classroom().all_submissions(user_of(request), pw, ex)
+        answer = classroom().all_submissions(user_of(request), pw, ex, address=client_address(request))
         if not answer.get("ok"):
             return f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>', submissions_frame({})
         return f'<div class="pg-status ok">{len(answer["rows"])} submissions.</div>', submissions_frame(answer)
@@ -1041,7 +1197,7 @@ def wire(page, demo) -> None:
                             [page.teacher_note, page.teacher_rows], **light)
 
     def teacher_open(pw, sid, request: gr.Request):
-        answer = classroom().open_submission(user_of(request), pw, sid)
+        answer = classroom().open_submission(user_of(request), pw, sid, address=client_address(request))
         if not answer.get("ok"):
             return f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>', ""
         return (f'<div class="pg-status ok">#{answer["id"]} by {_esc(answer["student"])}, {answer["status"]}: '
@@ -1050,7 +1206,7 @@ def wire(page, demo) -> None:
                             **light)
 
     def teacher_csv(pw, ex, request: gr.Request):
-        answer = classroom().export_csv(user_of(request), pw, ex)
+        answer = classroom().export_csv(user_of(request), pw, ex, address=client_address(request))
         if not answer.get("ok"):
             return (f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>',
                     gr.update(value=None, visible=False))
@@ -1064,13 +1220,13 @@ def wire(page, demo) -> None:
     def teacher_reset(pw, ex, request: gr.Request):
         if not ex:
             return '<div class="pg-status fail">Pick the exercise whose board to reset.</div>'
-        answer = classroom().reset_board(user_of(request), pw, ex)
+        answer = classroom().reset_board(user_of(request), pw, ex, address=client_address(request))
         return (f'<div class="pg-status ok">The board of {_esc(ex)} is empty again.</div>' if answer.get("ok") else
                 f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>')
     page.teacher_reset.click(teacher_reset, [page.teacher_pw, page.teacher_ex], page.teacher_note, **light)
 
     def roster(pw, text, request: gr.Request):
-        answer = classroom().import_roster(user_of(request), pw, text)
+        answer = classroom().import_roster(user_of(request), pw, text, address=client_address(request))
         if not answer.get("ok"):
             return f'<div class="pg-status fail">{_esc(answer["error"]["message"])}</div>', ""
         n = answer["students"]

@@ -156,8 +156,8 @@ def student_of(request) -> str:
     name = getattr(request, "username", None) if request is not None else None
     if name:
         return f"user:{name}"
-    client = getattr(request, "client", None) if request is not None else None
-    host = getattr(client, "host", None)
+    from .classroom import client_address  # the one rule for an address (a trusted proxy's X-Forwarded-For)
+    host = client_address(request)
     return f"address:{host}" if host else "anon"
 
 

@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
+import hashlib
 import hmac
 import inspect
+import logging
 import math
+import os
 import threading
 import time
+from urllib.parse import urlsplit
 
 import gradio as gr
 from fastapi import Request
@@ -15,6 +20,8 @@ from fastapi.responses import JSONResponse
 
 from ..settings import Settings, current
 from . import classroom, gateway, styles
+
+log = logging.getLogger("playground.server")
 
 
 def password_of(settings: Settings) -> str | None:
@@ -36,7 +43,7 @@ def checker(password: str):
 
 class LoginThrottle:
     """Failed logins slowed down per (client address, user name), under a larger ceiling per address, in front of
-    Gradio's POST /login.
+    Gradio's POST /login; a browser that logged in as a name before is counted on its own failures only.
 
     Why both counts: a class often reaches the server from one address (a school's NAT or proxy). Counted per address
     alone, one student mistyping a password LIMIT times locked every classmate out for up to WINDOW seconds. Counted
@@ -45,39 +52,102 @@ class LoginThrottle:
     a class fumbling a new password (40 students failing 5 times each) stays under it, a guesser cycling names from
     one address meets it (and then the class behind that address waits too: the price of stopping them).
 
-    Per (address, name), the first FREE failures in WINDOW seconds answer at once; each later one waits
-    DELAY * 2**k seconds (at most MAX_DELAY) before the password is even looked at; past LIMIT failures that name is
-    answered 429 with Retry-After until its oldest failure is WINDOW seconds old, and so is every name from an
-    address past ADDRESS_LIMIT. An attempt counts as a failure from the moment it arrives (so 50 guesses sent at once
-    are counted as 50) and is forgotten if it succeeds; a success never clears the failures of another name. Names
-    are compared as the login compares them, white space folded, and without case (the teacher logs in as 'teacher'
-    in any case: a name's case is not a fresh allowance). Passwords are compared in constant time (checker below,
-    classroom.py)."""
+    Device cookies (OWASP's "Slow down online guessing attacks with device cookies"): those counts are filled by
+    anyone, students failing as 'teacher' from the class's address included, and would lock the real teacher out.
+    So a successful login hands the browser a cookie signed by the server that names that user (`device_cookie`); an
+    attempt that presents a valid one for the name it logs in as is counted only on that cookie's own failures
+    (DEVICE_LIMIT in WINDOW, slowed as below), never refused by the counts others fill. A student's cookie stands for
+    their own name only, so it buys no guesses at anyone else's password.
+
+    Per (address, name), or per device cookie, the first FREE failures in WINDOW seconds answer at once; each later
+    one waits DELAY * 2**k seconds (at most MAX_DELAY) before the password is even looked at; past LIMIT failures
+    that name is answered 429 with Retry-After until its oldest failure is WINDOW seconds old, and so is every name
+    from an address past ADDRESS_LIMIT, and a device cookie past DEVICE_LIMIT. An attempt counts as a failure from the
+    moment it arrives (so 50 guesses sent at once are counted as 50) and is forgotten if it succeeds; a success never
+    clears the failures of another name. Names are compared as the login compares them, white space folded, and
+    without case (the teacher logs in as 'teacher' in any case: a name's case is not a fresh allowance). Passwords
+    are compared in constant time (checker below, classroom.py). The address is classroom.client_address's."""
 
     FREE, DELAY, MAX_DELAY, LIMIT, ADDRESS_LIMIT, WINDOW = 5, 0.25, 8.0, 40, 200, 600.0
+    DEVICE_LIMIT = 10  # failures of one device cookie in the window
+    DEVICE_DAYS = 180  # a device cookie's life
     BODY_LIMIT = 64 * 1024  # bytes of a login form: a name and a password
 
-    def __init__(self, clock=time.monotonic):
+    def __init__(self, clock=time.monotonic, secret=None):
         self.clock = clock
+        self.secret = secret  # the device cookies' key: bytes, or a function that gives it (read once), or None
+        self._key: bytes | None = None
         self.failures: dict[tuple[str, str], collections.deque] = {}  # (address, name) → failure times
         self.by_address: dict[str, collections.deque] = {}
+        self.by_device: dict[str, collections.deque] = {}  # a device cookie's nonce → failure times
         self.lock = threading.Lock()
 
     @staticmethod
     def key(name) -> str:
         return classroom.user_name(name)[:classroom.NAME_LIMIT + 1].casefold()
 
+    # -- device cookies --------------------------------------------------------------------------------------------
+    def _signing_key(self) -> bytes:
+        with self.lock:
+            if self._key is None:
+                key = None
+                try:
+                    key = self.secret() if callable(self.secret) else self.secret
+                except Exception:  # the class's database unreadable: this process's own key (forgotten at restart)
+                    log.exception("the device cookies' key could not be read; using one of this process")
+                self._key = bytes(key) if key else os.urandom(32)
+            return self._key
+
+    def _sign(self, what: str) -> str:
+        digest = hmac.new(self._signing_key(), what.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest[:16]).decode().rstrip("=")
+
+    def device_cookie_name(self, name: str) -> str:
+        """The cookie that stands for `name` (one per name, so a browser shared by the teacher and a student keeps
+        both); its name says nothing of the user's."""
+        return "pg-device-" + self._sign("name|" + self.key(name))[:16]
+
+    def device_cookie(self, name: str, secure: bool = False) -> str:
+        """A Set-Cookie value: a fresh nonce for `name`, signed."""
+        nonce = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        value = f"v1.{nonce}.{self._sign('device|' + self.key(name) + '|' + nonce)}"
+        return (f"{self.device_cookie_name(name)}={value}; Max-Age={self.DEVICE_DAYS * 86400}; Path=/; HttpOnly; "
+                f"SameSite=Strict" + ("; Secure" if secure else ""))
+
+    def device_of(self, cookies: dict[str, str], name: str) -> str | None:
+        """The nonce of the valid device cookie for `name` among a request's `cookies`, else None."""
+        value = cookies.get(self.device_cookie_name(name), "")
+        parts = value.split(".")
+        if len(parts) != 3 or parts[0] != "v1" or not parts[1] or len(parts[1]) > 32:
+            return None
+        expected = self._sign("device|" + self.key(name) + "|" + parts[1])
+        return parts[1] if hmac.compare_digest(expected.encode(), parts[2].encode()) else None
+
+    # -- counting --------------------------------------------------------------------------------------------------
     def _recent(self, table: dict, key, now: float) -> collections.deque:
         recent = table.setdefault(key, collections.deque())
         while recent and now - recent[0] > self.WINDOW:
             recent.popleft()
         return recent
 
-    def admit(self, address: str, name: str = "") -> tuple[float, float | None, float, str]:
+    def _delay(self, n: int) -> float:
+        return 0.0 if n < self.FREE else min(self.MAX_DELAY, self.DELAY * 2 ** (n - self.FREE))
+
+    def admit(self, address: str, name: str = "", device: str | None = None
+              ) -> tuple[float, float | None, float, str]:
         """(seconds to wait before checking, seconds until allowed again or None, this attempt's stamp, whose
-        failures refused it: "name" or "address", "" when admitted)."""
+        failures refused it: "name", "address" or "device", "" when admitted). `device`: the nonce of a valid device
+        cookie for `name` (device_of): then only that cookie's failures count."""
         now = self.clock()
         with self.lock:
+            if device is not None:
+                mine = self._recent(self.by_device, device, now)
+                if len(mine) >= self.DEVICE_LIMIT:
+                    return 0.0, mine[0] + self.WINDOW - now, now, "device"
+                n = len(mine)
+                mine.append(now)
+                self._forget(now)
+                return self._delay(n), None, now, ""
             mine = self._recent(self.failures, (address, self.key(name)), now)
             everyone = self._recent(self.by_address, address, now)
             if len(mine) >= self.LIMIT:
@@ -87,14 +157,21 @@ class LoginThrottle:
             n = len(mine)
             mine.append(now)
             everyone.append(now)
-            if len(self.failures) > 10000:  # forget the names and addresses whose failures have all aged out
-                self.failures = {k: q for k, q in self.failures.items() if q and now - q[-1] <= self.WINDOW}
-                self.by_address = {k: q for k, q in self.by_address.items() if q and now - q[-1] <= self.WINDOW}
-        return (0.0 if n < self.FREE else min(self.MAX_DELAY, self.DELAY * 2 ** (n - self.FREE))), None, now, ""
+            self._forget(now)
+        return self._delay(n), None, now, ""
 
-    def succeeded(self, address: str, name: str, stamp: float) -> None:
+    def _forget(self, now: float) -> None:
+        """Forget the names, addresses and cookies whose failures have all aged out (once there are many)."""
+        for attr in ("failures", "by_address", "by_device"):
+            table = getattr(self, attr)
+            if len(table) > 10000:
+                setattr(self, attr, {k: q for k, q in table.items() if q and now - q[-1] <= self.WINDOW})
+
+    def succeeded(self, address: str, name: str, stamp: float, device: str | None = None) -> None:
         with self.lock:
-            for recent in (self.failures.get((address, self.key(name))), self.by_address.get(address)):
+            tables = ((self.by_device.get(device),) if device is not None else
+                      (self.failures.get((address, self.key(name))), self.by_address.get(address)))
+            for recent in tables:
                 if recent and stamp in recent:
                     recent.remove(stamp)
 
@@ -115,10 +192,17 @@ class LoginThrottle:
             if form is not None:
                 await form.close()
 
-    def wrap(self, inner):
-        """An ASGI app: `inner` (the login route) behind the throttle."""
+    def wrap(self, inner, room: classroom.Classroom | None = None, app=None):
+        """An ASGI app: `inner` (the login route of Gradio's `app`) behind the throttle, refused to other sites
+        (from_another_site); a successful login gets a device cookie, and the session it opens (Gradio's access
+        token cookie) is told to `room` with what the login stood on (Classroom.session_opened)."""
+        cookie_id = getattr(app, "cookie_id", None)
+
         async def guarded(scope, receive, send):
-            address = (scope.get("client") or ("unknown",))[0]
+            if (why := from_another_site(scope)) is not None:
+                await refuse_other_sites(why, scope, receive, send)
+                return
+            address = classroom.client_address(scope) or "unknown"
             chunks, size, more = [], 0, True
             while more:  # the form is read here, for its name, and handed on to the login as it came
                 message = await receive()
@@ -133,17 +217,19 @@ class LoginThrottle:
                     return
             body = b"".join(chunks)
             name = await self.login_name(scope, body)
-            delay, retry_after, stamp, whose = self.admit(address, name)
+            device = self.device_of(Request(scope).cookies, name) if name else None
+            delay, retry_after, stamp, whose = self.admit(address, name, device)
             if retry_after is not None:
                 wait = max(1, math.ceil(retry_after))
-                who = "for this name" if whose == "name" else "from this address"
+                who = {"name": "for this name", "address": "from this address",
+                       "device": "from this browser"}[whose]
                 response = JSONResponse({"detail": f"too many failed logins {who}: try again in {wait} s"},
                                         status_code=429, headers={"Retry-After": str(wait)})
                 await response(scope, receive, send)
                 return
             if delay:
                 await asyncio.sleep(delay)
-            status, replayed = {}, []
+            status, replayed, token = {}, [], []
 
             async def replay():
                 if not replayed:
@@ -154,20 +240,142 @@ class LoginThrottle:
             async def watch(message):
                 if message["type"] == "http.response.start":
                     status["code"] = message["status"]
+                    if message["status"] == 200:
+                        headers = list(message.get("headers") or [])
+                        token.extend(_cookie_values(headers, f"access-token-unsecure-{cookie_id}"))
+                        cookie = self.device_cookie(name, secure=scope.get("scheme") == "https")
+                        message = {**message, "headers": headers + [(b"set-cookie", cookie.encode("latin-1"))]}
                 await send(message)
-            await inner(scope, replay, watch)
+            seen = classroom.LOGIN_SEEN.set({})
+            try:
+                await inner(scope, replay, watch)
+                credential = classroom.LOGIN_SEEN.get().get("credential")
+            finally:
+                classroom.LOGIN_SEEN.reset(seen)
             if status.get("code") == 200:
-                self.succeeded(address, name, stamp)
+                self.succeeded(address, name, stamp, device)
+                if room is not None and token:
+                    room.session_opened(app, token[0], name.strip(), credential)
         return guarded
 
 
-def throttle_logins(app, throttle: LoginThrottle) -> None:
-    """Put Gradio's login routes (POST /login, /login/) behind `throttle`."""
+def _cookie_values(headers, name: str) -> list[str]:
+    """The values a response's Set-Cookie headers give cookie `name`."""
+    found = []
+    for key, value in headers:
+        if key.lower() == b"set-cookie":
+            text = value.decode("latin-1")
+            cookie, _, _ = text.partition(";")
+            k, _, v = cookie.partition("=")
+            if k.strip() == name and v.strip():
+                found.append(v.strip().strip('"'))
+    return found
+
+
+def from_another_site(scope) -> str | None:
+    """Why a request to the login or the logout came from a page of another site, or None. A browser says where a
+    request comes from (Sec-Fetch-Site; Origin on a POST; Referer, unless a page asks it not to): a page of another
+    site could otherwise log a student's browser in under a name of its choosing, or out. Where nothing says (a
+    script, gradio_client), the request is let through: it has no victim's browser to ride. The page's own address
+    is the Host header (and X-Forwarded-Host from a trusted proxy)."""
+    headers = {}
+    for key, value in scope.get("headers") or []:
+        headers.setdefault(key.decode("latin-1").lower(), value.decode("latin-1").strip())
+    fetch_site = headers.get("sec-fetch-site", "").lower()
+    if fetch_site in ("cross-site", "same-site"):
+        return f"Sec-Fetch-Site: {fetch_site}"
+    if fetch_site in ("same-origin", "none"):
+        return None
+    hosts = {headers.get("host", "").lower()}
+    if scope.get(PROXIED) and headers.get("x-forwarded-host"):
+        hosts.add(headers["x-forwarded-host"].split(",")[0].strip().lower())
+    origin = headers.get("origin")
+    if origin is not None:
+        return None if origin.lower() != "null" and urlsplit(origin).netloc.lower() in hosts else "Origin"
+    referer = headers.get("referer")
+    if referer and urlsplit(referer).netloc.lower() not in hosts:
+        return "Referer"
+    return None
+
+
+async def refuse_other_sites(why: str, scope, receive, send) -> None:
+    await JSONResponse({"detail": f"refused: this came from a page of another site ({why}); log in and out on "
+                                  "the playground's own page"}, status_code=403)(scope, receive, send)
+
+
+def throttle_logins(app, throttle: LoginThrottle, room: classroom.Classroom | None = None) -> None:
+    """Put Gradio's login routes (POST /login, /login/) behind `throttle`, and its logout (/logout) behind the same
+    refusal of other sites."""
     for route in app.router.routes:
-        if getattr(route, "path", None) in ("/login", "/login/") and "POST" in (getattr(route, "methods", None) or ()):
-            if not getattr(route.app, "throttled", False):
-                route.app = throttle.wrap(route.app)
-                route.app.throttled = True
+        path, methods = getattr(route, "path", None), getattr(route, "methods", None) or ()
+        if not hasattr(route, "app") or getattr(route.app, "throttled", False):
+            continue
+        if path in ("/login", "/login/") and "POST" in methods:
+            route.app = throttle.wrap(route.app, room, app)
+            route.app.throttled = True
+        elif path in ("/logout", "/logout/"):
+            route.app = same_site_only(route.app)
+            route.app.throttled = True
+
+
+def same_site_only(inner):
+    """An ASGI app: `inner`, refused (403) to a request from a page of another site (from_another_site)."""
+    async def guarded(scope, receive, send):
+        if (why := from_another_site(scope)) is not None:
+            await refuse_other_sites(why, scope, receive, send)
+            return
+        await inner(scope, receive, send)
+    return guarded
+
+
+# -- whose address ----------------------------------------------------------------------------------------------------
+PEER, PROXIED = "playground.peer", "playground.proxied"  # keys PeerAddress adds to a request's scope
+
+
+class PeerAddress:
+    """The server's outermost layer: each request's client address (scope["client"], what Gradio's request.client
+    and classroom.client_address read) set by classroom.resolve_client, the one rule: the connection's peer, or
+    where that is a trusted proxy (Settings.trusted_proxies) the address it forwards. Uvicorn's own layer, which
+    believes X-Forwarded-For from loopback by default (so `ssh -L` and any same-host process could claim any
+    address), believes nobody once this is in place (trust_only)."""
+
+    def __init__(self, app, trusted: tuple):
+        self.app, self.trusted = app, tuple(trusted)
+
+    async def __call__(self, scope, receive, send):
+        if scope.get("type") in ("http", "websocket") and PEER not in scope:
+            peer = scope.get("client") or ("unknown", 0)
+            forwarded = [v.decode("latin-1") for k, v in scope.get("headers") or [] if k == b"x-forwarded-for"]
+            host = classroom.resolve_client(str(peer[0]), forwarded, self.trusted)
+            scope[PEER] = peer[0]
+            scope[PROXIED] = classroom.in_networks(peer[0], self.trusted)
+            scope["client"] = (host, peer[1] if host == peer[0] else 0)
+            if scope[PROXIED]:
+                proto = dict(scope.get("headers") or []).get(b"x-forwarded-proto", b"").decode("latin-1").strip()
+                if proto in ("http", "https"):
+                    scope["scheme"] = proto if scope["type"] == "http" else proto.replace("http", "ws")
+        await self.app(scope, receive, send)
+
+
+def trust_only(demo: gr.Blocks, trusted: tuple) -> bool:
+    """Put PeerAddress in front of the running server of `demo`; False (logged) where there is none to wrap."""
+    config = getattr(getattr(demo, "server", None), "config", None)
+    outer = getattr(config, "loaded_app", None)
+    if outer is None:
+        log.warning("no running server to take client addresses from: the limits per address count what it says")
+        return False
+    if isinstance(outer, PeerAddress) or isinstance(getattr(outer, "app", None), PeerAddress):
+        return True
+    try:
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+    except ImportError:
+        ProxyHeadersMiddleware = ()
+    if ProxyHeadersMiddleware and isinstance(outer, ProxyHeadersMiddleware):
+        outer.trusted_hosts = ()  # uvicorn's layer (shared by every connection, open or to come) believes nobody
+        outer.app = PeerAddress(outer.app, trusted)
+    else:
+        config.loaded_app = PeerAddress(outer, trusted)
+    return True
 
 
 async def logged_in(app, request) -> bool:
@@ -205,10 +413,20 @@ def add_health_route(app) -> None:
 
 def protect(demo: gr.Blocks, app, room: classroom.Classroom, throttle: LoginThrottle | None = None) -> None:
     """What serve() puts around Gradio's routes once the page is up (tests start their servers through it too):
-    /health, the login's throttle, and the end of sessions a roster import no longer accepts."""
+    /health; whose address a request is (PeerAddress); the login's throttle with its device cookies, and the login
+    and logout refused to other sites; the end of sessions a roster import no longer accepts, and the login page's
+    line told again after one."""
+    trust_only(demo, room.settings.trusted_proxy_networks())
     add_health_route(app)
-    throttle_logins(app, throttle or LoginThrottle())
+    throttle = throttle or LoginThrottle()
+    if throttle.secret is None:  # kept with the class's data: a browser the teacher used stays known after a restart
+        throttle.secret = lambda: room.store.secret("device cookies")
+    throttle_logins(app, throttle, room)
     classroom.end_sessions_off_the_roster(app, room)
+
+    def tell_the_login_page():
+        demo.auth_message = room.login_message()
+    room.on_roster.append(tell_the_login_page)
 
 
 def serve(host: str = "0.0.0.0", port: int = 7860, password: str | None = None, *, demo: gr.Blocks | None = None,

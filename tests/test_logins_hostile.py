@@ -1,0 +1,284 @@
+"""A hostile student against the class's logins, sessions and per-address limits (playground/ui/server.py,
+playground/ui/classroom.py, playground/store): the student has a login of their own, or the class password (which
+takes any name), and a browser or a script.
+
+The servers here are Gradio's, started as serve() starts the page's (server.protect around the class's endpoints),
+and are talked to over HTTP as a browser or a script would."""
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import socket
+import statistics
+import time
+from types import SimpleNamespace
+
+import httpx
+import pytest
+
+from playground.settings import Settings, SettingsError
+from playground.ui import classroom as cls
+from playground.ui import server
+
+pytestmark = [pytest.mark.timeout(300),
+              pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]  # from Gradio's queue
+TEACHER_PW = "teacher-secret"
+CLASS_PW = "class-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def room_for(tmp_path, **settings) -> cls.Classroom:
+    s = Settings(data_dir=tmp_path / "data", teacher_password=TEACHER_PW, password=CLASS_PW).replace(**settings)
+    return cls.Classroom(s)
+
+
+@contextlib.contextmanager
+def class_server(tmp_path, throttle=None, **settings):
+    """The class's endpoints behind the class's login, wrapped as serve() wraps the page."""
+    import gradio as gr
+    room = cls.install(room_for(tmp_path, **settings))
+    with gr.Blocks() as demo:
+        cls.register(4, "engine")
+    demo.queue()
+    auth, dependency = room.gradio_auth()
+    app, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), auth=auth,
+                              auth_dependency=dependency, auth_message=room.login_message(),
+                              prevent_thread_lock=True, quiet=True)
+    try:
+        server.protect(demo, app, room, throttle)
+        yield SimpleNamespace(url=url.rstrip("/"), app=app, room=room, demo=demo)
+    finally:
+        demo.close()
+        cls.install(None)
+
+
+def log_in(base: str, name: str, password: str, browser: httpx.Client | None = None, **headers) -> httpx.Response:
+    return (browser or httpx).post(base + "/login", data={"username": name, "password": password}, headers=headers,
+                                   timeout=60)
+
+
+def browser_of(base: str, name: str, password: str) -> httpx.Client:
+    """A browser logged in (its cookies kept)."""
+    browser = httpx.Client(timeout=60)
+    answer = log_in(base, name, password, browser)
+    assert answer.status_code == 200, answer.text
+    return browser
+
+
+def who(base: str, browser: httpx.Client) -> str | None:
+    """Whom the server takes this browser's session for (None: no session)."""
+    return browser.get(base + "/gradio_api/user").json()
+
+
+def passwords(answer: dict) -> dict[str, str]:
+    assert answer["ok"], answer
+    return {r["name"]: r["password"] for r in csv.DictReader(io.StringIO(answer["csv"]))}
+
+
+class Quick(server.LoginThrottle):
+    """The throttle with small numbers, so a test reaches its limits in a few requests."""
+    FREE, DELAY, MAX_DELAY, LIMIT, ADDRESS_LIMIT, DEVICE_LIMIT = 2, 0.01, 0.02, 5, 12, 4
+
+
+# -- sessions and a roster: an import ends every session it no longer accepts ------------------------------------------
+def test_a_roster_import_ends_class_password_sessions_even_under_a_name_the_roster_holds(tmp_path):
+    with class_server(tmp_path) as s:
+        ada = browser_of(s.url, "Ada Lovelace", CLASS_PW)  # before any roster: the class password, her name
+        teacher = browser_of(s.url, "teacher", TEACHER_PW)
+        assert who(s.url, ada) == "Ada Lovelace"
+        mine = passwords(s.room.import_roster("teacher", "", "Ada Lovelace\nGrace Hopper\n"))
+        assert who(s.url, ada) is None, "a session of the class password ends, whatever name it took"
+        assert who(s.url, teacher) == "teacher"
+        assert log_in(s.url, "Ada Lovelace", CLASS_PW).status_code == 400
+        ada = browser_of(s.url, "Ada Lovelace", mine["Ada Lovelace"])
+        grace = browser_of(s.url, "Grace Hopper", mine["Grace Hopper"])
+        passwords(s.room.import_roster("teacher", "", "Alan Turing\n"))  # a student added: others' passwords hold
+        assert (who(s.url, ada), who(s.url, grace)) == ("Ada Lovelace", "Grace Hopper")
+        passwords(s.room.import_roster("teacher", "", "Grace Hopper\n"))  # Grace's password replaced
+        assert who(s.url, grace) is None, "a session of a password the roster no longer holds ends"
+        assert who(s.url, ada) == "Ada Lovelace" and who(s.url, teacher) == "teacher"
+
+
+def test_the_login_page_says_to_use_ones_own_password_once_a_roster_is_in_force(tmp_path):
+    with class_server(tmp_path) as s:
+        before = httpx.get(s.url + "/", timeout=60).text
+        assert "class password" in before
+        passwords(s.room.import_roster("teacher", "", "Ada Lovelace\n"))
+        after = httpx.get(s.url + "/", timeout=60).text
+        assert "own password" in after and "not the class password" in after
+
+
+# -- login CSRF: another site may not log a student's browser in as someone else, or out -------------------------------
+@pytest.mark.parametrize("headers", [
+    {"Origin": "http://evil.example"},
+    {"Origin": "null"},  # a sandboxed frame, or a redirect across sites
+    {"Referer": "http://evil.example/trap.html"},
+    {"Sec-Fetch-Site": "cross-site"},
+], ids=["origin", "null-origin", "referer", "fetch-metadata"])
+def test_a_login_or_logout_sent_from_another_site_is_refused(tmp_path, headers):
+    with class_server(tmp_path) as s:
+        forced = log_in(s.url, "Mallory", CLASS_PW, **headers)
+        assert forced.status_code == 403 and "another site" in forced.json()["detail"]
+        assert "set-cookie" not in forced.headers, "the browser got no session of the other site's choosing"
+        own = {"Origin": s.url, "Referer": s.url + "/", "Sec-Fetch-Site": "same-origin"}
+        ada = httpx.Client(timeout=60)
+        assert log_in(s.url, "Ada", CLASS_PW, ada, **own).status_code == 200
+        out = ada.get(s.url + "/logout", headers=headers, follow_redirects=False)
+        assert out.status_code == 403 and who(s.url, ada) == "Ada", "a link on another site does not log her out"
+        assert ada.get(s.url + "/logout", headers=own, follow_redirects=False).status_code == 302
+        assert who(s.url, ada) is None
+
+
+def test_the_page_header_names_who_is_logged_in_and_offers_to_log_out(tmp_path):
+    import gradio as gr
+    from starlette.requests import Request
+    from playground.ui.layout import Page
+    cls.install(room_for(tmp_path))
+    try:
+        page = Page()
+        demo = page.build()
+        shows = [f for f in demo.fns.values() if any(event == "load" for _, event in f.targets)
+                 and page.who in f.outputs]
+        assert len(shows) == 1
+
+        def request(user):
+            scope = {"type": "http", "client": ("10.0.0.1", 40000), "headers": [], "method": "GET", "path": "/",
+                     "query_string": b""}
+            return gr.Request(request=Request(scope), username=user)
+        html = shows[0].fn(request("Ada <Lovelace>"))
+        assert "Ada &lt;Lovelace&gt;" in html and "<Lovelace>" not in html
+        assert 'href="logout"' in html and "Log out" in html
+        assert shows[0].fn(request(None)) == "", "no login, nobody to name"
+    finally:
+        cls.install(None)
+
+
+# -- whose address: X-Forwarded-For only from a trusted proxy ----------------------------------------------------------
+def test_x_forwarded_for_sent_straight_to_the_server_is_not_believed(tmp_path):
+    with class_server(tmp_path, Quick()) as s:
+        codes = [log_in(s.url, "teacher", f"guess-{i}", **{"X-Forwarded-For": f"203.0.113.{i}"}).status_code
+                 for i in range(Quick.LIMIT + 3)]
+        assert codes == [400] * Quick.LIMIT + [429] * 3, "each guess claimed another address; all came from one"
+
+
+def test_behind_a_trusted_proxy_the_address_it_forwards_is_the_clients(tmp_path):
+    with class_server(tmp_path, Quick(), trusted_proxies="127.0.0.1") as s:
+        # The proxy appends the address a request came from to whatever X-Forwarded-For the client sent.
+        codes = [log_in(s.url, "teacher", f"guess-{i}", **{"X-Forwarded-For": f"198.51.100.{i}, 203.0.113.9"})
+                 .status_code for i in range(Quick.LIMIT + 1)]
+        assert codes == [400] * Quick.LIMIT + [429], "the client's own claim, left of the proxy's entry, is not"
+        behind = log_in(s.url, "teacher", TEACHER_PW, **{"X-Forwarded-For": "203.0.113.10"})
+        assert behind.status_code == 200, "another client behind the proxy is another address"
+
+
+def test_the_client_address_is_the_peer_unless_a_trusted_proxy_forwarded_it():
+    trusted = Settings(trusted_proxies="127.0.0.1, 10.0.0.0/8, ::1").trusted_proxy_networks()
+    assert cls.resolve_client("127.0.0.1", ["6.6.6.6, 203.0.113.9"], ()) == "127.0.0.1", "no proxy trusted"
+    assert cls.resolve_client("127.0.0.1", ["6.6.6.6, 203.0.113.9"], trusted) == "203.0.113.9"
+    assert cls.resolve_client("::1", ["6.6.6.6", "203.0.113.9, 10.1.2.3"], trusted) == "203.0.113.9", "a chain"
+    assert cls.resolve_client("192.0.2.1", ["6.6.6.6"], trusted) == "192.0.2.1", "a peer that is no proxy"
+    assert cls.resolve_client("127.0.0.1", [], trusted) == "127.0.0.1"
+    assert cls.resolve_client("127.0.0.1", ["x" * 5000], trusted) == "x" * 64, "a junk entry, cut short"
+    assert Settings().trusted_proxy_networks() == ()
+    with pytest.raises(SettingsError, match="PLAYGROUND_TRUSTED_PROXIES"):
+        Settings(trusted_proxies="127.0.0.1, proxy.school.example").trusted_proxy_networks()
+
+
+# -- students' guesses cost them, not the teacher ----------------------------------------------------------------------
+def test_students_failing_logins_as_the_teacher_do_not_lock_the_teachers_browser_out(tmp_path):
+    with class_server(tmp_path, Quick()) as s:
+        teachers = browser_of(s.url, "teacher", TEACHER_PW)  # she logged in from this browser before
+        mallory = browser_of(s.url, "Mallory", CLASS_PW)  # so did Mallory, from hers
+        for i in range(Quick.ADDRESS_LIMIT):  # the class's address, failing as the teacher (then under other
+            log_in(s.url, "teacher" if i < Quick.LIMIT else f"name-{i}", f"guess-{i}", mallory)  # names) till locked
+        unknown = log_in(s.url, "teacher", TEACHER_PW)
+        assert unknown.status_code == 429, "a browser the server does not know meets the guessers' lock"
+        assert log_in(s.url, "Grace", CLASS_PW).status_code == 429, "the address's ceiling holds for new names"
+        assert log_in(s.url, "teacher", TEACHER_PW, teachers).status_code == 200, "her own browser logs in"
+        name = next(c.name for c in teachers.cookies.jar if c.name.startswith("pg-device-"))
+        forged = httpx.Client(timeout=60, cookies={name: "v1.AAAAAAAAAAAAAAAAAAAAAA.BBBBBBBBBBBBBBBBBBBBBB"})
+        assert log_in(s.url, "teacher", TEACHER_PW, forged).status_code == 429, "a cookie not of the server's"
+        # A device cookie is throttled on its own failures: a stolen one is no fresh allowance either.
+        codes = [log_in(s.url, "teacher", f"typo-{i}", teachers).status_code for i in range(Quick.DEVICE_LIMIT)]
+        assert codes == [400] * Quick.DEVICE_LIMIT
+        refused = log_in(s.url, "teacher", TEACHER_PW, teachers)
+        assert refused.status_code == 429 and "this browser" in refused.json()["detail"]
+
+
+def test_wrong_teacher_passwords_on_the_page_cost_the_guessers_not_the_teacher(tmp_path):
+    room = room_for(tmp_path)
+    names = [f"zed{i}" for i in range(room.TEACHER_TRIES_ADDRESS // room.TEACHER_TRIES + 2)]
+    answers = [room.all_submissions(n, f"guess-{n}-{g}", address="203.0.113.9")
+               for n in names for g in range(room.TEACHER_TRIES)]
+    checked = [a for a in answers if "only the teacher" in a["error"]["message"]]
+    assert len(checked) == room.TEACHER_TRIES_ADDRESS, "one address under many names meets a ceiling"
+    assert "from this address" in answers[-1]["error"]["message"]
+    assert "only the teacher" in room.all_submissions("zed-new", "guess", address="198.51.100.4")["error"]["message"]
+    # The teacher typing the password on the page (not logged in as 'teacher') from elsewhere is not denied, nor on
+    # a server without a login, where the guessers have no name either.
+    for g in range(room.TEACHER_TRIES):
+        room.all_submissions(None, f"guess-{g}", address="203.0.113.10")
+    assert "try again" in room.all_submissions(None, TEACHER_PW, address="203.0.113.10")["error"]["message"]
+    assert room.all_submissions(None, TEACHER_PW, address="198.51.100.4")["ok"]
+    assert room.all_submissions("teacher", "", address="203.0.113.9")["ok"], "nor logged in, from that address"
+    assert room.all_submissions("zed0", TEACHER_PW, address="198.51.100.4")["error"]["stage"] == "permission", \
+        "a name past its own tries stays refused from any address"
+
+
+# -- shares: a limit in bytes, a quota per address under the class password --------------------------------------------
+def test_a_share_is_limited_in_bytes_not_characters(tmp_path):
+    from playground.engine.source import SOURCE_LIMIT
+    room = room_for(tmp_path)
+    four_bytes_each = "😀" * (SOURCE_LIMIT // 4 + 1)
+    assert len(four_bytes_each) < SOURCE_LIMIT < len(four_bytes_each.encode())
+    refused = room.share("gemm", four_bytes_each, {})
+    assert not refused["ok"] and "at most 256 KiB" in refused["error"]["message"]
+    assert room.share("gemm", "😀" * (SOURCE_LIMIT // 4), {})["ok"], "exactly the limit in bytes"
+    lone = room.share("gemm", "x = '\ud800'\n", {})
+    assert lone["error"]["stage"] == "parameters" and "UTF-8" in lone["error"]["message"]
+    submitted = room.submit("Ada", "vector_add", four_bytes_each, {})
+    assert submitted["error"]["stage"] == "parameters" and "256 KiB" in submitted["error"]["message"]
+
+
+def test_with_the_class_password_new_share_links_are_counted_per_address_too(tmp_path):
+    import gradio as gr
+    from starlette.requests import Request
+    room = cls.install(room_for(tmp_path))
+    room.SHARES, room.SHARES_PER_ADDRESS = 2, 3
+
+    def request(address, username):
+        scope = {"type": "http", "client": (address, 40000), "headers": [], "method": "POST", "path": "/",
+                 "query_string": b""}
+        return gr.Request(request=Request(scope), username=username)
+    try:
+        made = [cls.share("gemm", f"# {n} {i}\n", {}, None, request("10.0.0.1", n)) for n in "abc" for i in range(2)]
+        assert [m["ok"] for m in made] == [True] * 3 + [False] * 3, "fresh names from one address"
+        assert "from this address" in made[-1]["error"]["message"]
+        assert cls.share("gemm", "# d\n", {}, None, request("10.0.0.2", "d"))["ok"], "another address"
+        passwords(room.import_roster("teacher", "", "e\nf\n"))  # a roster: names are people, the quota theirs
+        assert all(cls.share("gemm", f"# {n} {i}\n", {}, None, request("10.0.0.1", n))["ok"]
+                   for n in "ef" for i in range(2))
+    finally:
+        cls.install(None)
+
+
+# -- who is on the roster: the login's timing does not tell ------------------------------------------------------------
+def test_a_login_takes_as_long_for_a_name_off_the_roster_as_for_one_on_it(tmp_path):
+    room = room_for(tmp_path)
+    passwords(room.import_roster("teacher", "", "Ada Lovelace\n"))
+
+    def median_ms(name):
+        times = []
+        for i in range(15):
+            started = time.perf_counter()
+            assert not room.login(name, f"wrong-{i}")
+            times.append((time.perf_counter() - started) * 1000)
+        return statistics.median(times)
+    on, off = median_ms("Ada Lovelace"), median_ms("Nobody Here")
+    assert abs(on - off) < 10 or max(on, off) < 2 * min(on, off), f"on the roster {on:.1f} ms, off it {off:.1f} ms"
