@@ -125,7 +125,9 @@ class Settings:
     processes: int = setting(512, "PLAYGROUND_PROCESSES",
                              "processes and threads of one job (RLIMIT_NPROC inside its sandbox)")
     threads: int = setting(4, "PLAYGROUND_THREADS", "threads of a job's OpenMP, MKL and TVM pools")
-    result_bytes: int = setting(32 * MiB, "PLAYGROUND_RESULT_BYTES", "bytes of a job's answer")
+    result_bytes: int = setting(8 * MiB, "PLAYGROUND_RESULT_BYTES",
+                                "bytes of a job's answer (a profile's may carry its Nsight Compute report on top); "
+                                "its texts are cut where no kernel's reach (playground/jobs/limits.py)")
     stderr_bytes: int = setting(8 * MiB, "PLAYGROUND_STDERR_BYTES", "bytes a job may print before it is stopped")
     ray: str | None = setting(None, "PLAYGROUND_RAY",
                               "a Ray cluster's head (`host:6379`): jobs run on its nodes (README: Several servers: "
@@ -197,8 +199,6 @@ class Settings:
                                 "the password it names (unset the variable for a server without login)")
         return first
 
-    @property
-    def compile_processes(self) -> int:
     def trusted_proxy_networks(self) -> tuple:
         """`trusted_proxies` as ipaddress networks (a single address is a network of one); a value that is no
         address raises SettingsError naming the variable."""
@@ -213,6 +213,8 @@ class Settings:
                                         "network (e.g. 127.0.0.1, 10.0.0.0/8, ::1)") from None
         return tuple(networks)
 
+    @property
+    def compile_processes(self) -> int:
         """Compiles that run at once, in the job queue and inside one job (a tuning run's parallel compile):
         `cpu_slots`, else the CPU cores this process may use (its affinity, which a container or taskset narrows,
         not the machine's count), at most 16."""

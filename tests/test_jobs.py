@@ -174,6 +174,26 @@ def test_cache_key_depends_on_what_the_request_says():
     assert not cache.cacheable("run", {"ok": True, "error": None})
 
 
+def test_an_answers_texts_are_cut_where_no_kernel_reaches_and_a_reports_bytes_are_not():
+    from playground.engine.profile import REPORT_LIMIT
+    from playground.jobs import limits
+    from playground.jobs.job import bound_answer
+    MiB = 2**20
+    answer = {"ok": True, "cuda": "c" * (3 * MiB), "ptx": "p" * MiB, "report_b64": "r" * (20 * MiB),
+              "error": {"stage": "nvcc", "message": "m" * (2 * MiB), "log": "l" * (5 * MiB)},
+              "passes": [{"ir": "i" * (4 * MiB)}], "line_map": [1, None, 3]}
+    cut = bound_answer(answer)
+    assert len(cut["cuda"]) == limits.TEXT_CAPS["cuda"] and cut["cuda"].endswith("(cut at 1 MiB)\n")
+    assert cut["ptx"] == answer["ptx"], "a text under its cap is whole"
+    assert cut["report_b64"] is answer["report_b64"], "a file's bytes are not text to cut"
+    assert cut["error"]["log"].endswith("(cut at 1 MiB)\n") and cut["error"]["message"].endswith("(cut at 1 MiB)\n")
+    assert len(cut["passes"][0]["ir"]) == limits.OTHER_TEXT_CAP and cut["line_map"] == [1, None, 3]
+    assert bound_answer(cut) == cut, "what is cut is not cut again"
+    # A profile's answer carries its Nsight Compute report (base64) on top of the answer limit.
+    assert limits.answer_bytes(Settings(), "profile") >= Settings().result_bytes + (REPORT_LIMIT + 2) // 3 * 4
+    assert limits.answer_bytes(Settings(), "compile") == Settings().result_bytes
+
+
 def test_removing_a_job_folder_touches_nothing_outside_it(tmp_path):
     """The folder of job folders must stay passable (0711) for the job uids: removing a leftover that another
     process removed first, or one with a locked subfolder, leaves its mode alone."""

@@ -335,10 +335,68 @@ def test_a_flood_on_the_answer_pipe_stops_the_job_and_the_server_holds_no_more_t
     started = time.monotonic()
     r = jobs.run_job("compile", "vector_add", hostile_source("answer_flood"), {}, session="flood", timeout=TIMEOUT)
     peak = _status_kib("VmHWM") * 1024
-    assert r["error"]["stage"] == "python" and "its answer was larger than 32 MiB" in r["error"]["message"], r
+    assert r["error"]["stage"] == "python" and f"its answer was larger than {cap // 2**20} MiB" in r["error"]["message"], r
     assert time.monotonic() - started < BOUND
     # 1 GiB was written; the server read at most the cap (and a chunk) of it, and its peak shows no more.
     assert peak - before < 3 * cap, f"the server's peak grew by {(peak - before) / 2**20:.0f} MiB"
+
+
+# -- a large well-formed answer (threat model: "an answer's size multiplied in the server") -------------------------
+def huge_answer(mib: int, i: int) -> str:
+    """answer_huge's kernel, its answer `mib` MiB (a comment makes each copy a compile of its own)."""
+    return hostile_source("answer_huge").replace("_MIB = 31", f"_MIB = {mib}") + f"\n# copy {i}\n"
+
+
+def peak_growth(sources: list[str]) -> tuple[int, list[dict]]:
+    """Compile `sources` at once through the page's way to the job layer (gateway.call: the answer's paths cleaned
+    as for the page); how far the server's peak resident memory rose above where it started, and the answers."""
+    from playground.ui import gateway
+    results: list = [None] * len(sources)
+
+    def one(i):
+        results[i] = gateway.call("compile", "vector_add", sources[i], {}, session=f"large-answer-{i}")
+    before = _status_kib("VmRSS") * 1024
+    Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) starts again from now
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(sources))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(BOUND * 2)
+    return _status_kib("VmHWM") * 1024 - before, results
+
+
+@pytest.mark.timeout(300)
+def test_a_large_well_formed_answer_costs_the_server_a_small_multiple_of_its_size(server):
+    """A compile's answer of 31 MiB took a server from 0.6 to 2.9 GB (three at once: 6.8 GB): the answer was copied
+    whole at each step (read, parsed, cached, its paths cleaned, highlighted). Now the answer limit is far below that,
+    each large text is cut where no shipped kernel's reaches, and two large answers at most are read at once."""
+    from playground.jobs import limits
+    settle(server)
+    server.cache.clear()
+    cap = server.settings.result_bytes
+    assert cap <= 8 * 2**20, "the answer limit is at most 8 MiB (the shipped kernels' largest answer is 1.2 MiB)"
+    # Three answers of 31 MiB at once: each job stopped at the limit, never read whole.
+    growth, results = peak_growth([huge_answer(31, i) for i in range(3)])
+    for r in results:
+        assert r["error"]["stage"] == "python", r["error"]
+        assert f"its answer was larger than {cap // 2**20} MiB" in r["error"]["message"], r["error"]
+    assert growth < 3 * cap, f"three answers over the limit grew the server by {growth / 2**20:.0f} MiB"  # (576 MiB)
+    # Three answers just under the limit, at once: each arrives with its CUDA cut, and saying where.
+    size = cap // 2**20 - 2
+    growth, results = peak_growth([huge_answer(size, i) for i in range(3)])
+    cut = limits.TEXT_CAPS["cuda"]
+    for r in results:
+        assert r["ok"], r.get("error")
+        assert len(r["cuda"]) <= cut and r["cuda"].endswith(f"(cut at {cut // 2**20} MiB)\n"), r["cuda"][-100:]
+        assert r["ptx"] and "cut at" not in r["ptx"], "a text under its cap is whole"
+    # Held at once at most: two answers being parsed (each as text and as parsed), what waits of the third (1 MiB),
+    # and the cut answers kept (the results, the cache's copies): less than twice the three answers' sizes (it was
+    # 5.5 times: 100 MiB).
+    assert growth < 2 * 3 * size * 2**20, f"three answers of {size} MiB grew the server by {growth / 2**20:.0f} MiB"
+    # An answer small in bytes and huge in objects (7 MiB of empty lists) is counted before it is parsed.
+    growth, (r,) = peak_growth([hostile_source("answer_many_values")])
+    assert r["error"]["stage"] == "python" and "values" in r["error"]["message"], r["error"]
+    assert growth < 3 * 7 * 2**20, f"an answer of 7 MiB of empty lists grew the server by {growth / 2**20:.0f} MiB"
 
 
 # -- logins (threat model: "logins are not throttled") ---------------------------------------------------------------

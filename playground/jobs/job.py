@@ -9,9 +9,11 @@ the folder is removed.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -65,6 +67,69 @@ def _gib(n: float) -> str:
     return f"{n / limits.GiB:g} GiB" if n >= limits.GiB else f"{n / limits.MiB:g} MiB"
 
 
+# -- an answer, bounded -----------------------------------------------------------------------------------------------
+# A job's answer is read into the server once, and whatever a job sends costs the server a small multiple of its size:
+# the line is held once as bytes and once as text (ASCII only: the worker writes JSON with every other character
+# escaped, so a raw UTF-8 byte, which would make the text four bytes a character, is no answer); a large one's values
+# are counted before it is parsed (a list of 4 million empty lists is 8 MiB of JSON and 300 MiB of objects); parsed,
+# each large text is cut (limits.TEXT_CAPS) before anything else sees it; and no more than LARGE_AT_ONCE large answers
+# are read and parsed at once, whatever the number of jobs.
+_large_answers = threading.BoundedSemaphore(limits.LARGE_AT_ONCE)
+_JSON_TEXT = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_CHECKED_FROM = 64 * 1024  # lines shorter than this are parsed without counting (they cannot hold many objects)
+
+
+def _give_back_freed_memory() -> None:
+    """Hand the memory a large answer was read and parsed in back to the system (glibc's malloc keeps what a thread
+    freed in that thread's arena, where the next large answer, read by another thread, cannot reuse it)."""
+    try:
+        _libc().malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+@functools.lru_cache(maxsize=1)
+def _libc():
+    import ctypes
+    return ctypes.CDLL(None)
+
+
+def too_many_values(text: str) -> bool:
+    """Does the JSON `text` hold more than limits.ANSWER_VALUES values? Counted without a copy of it: its strings,
+    and the commas outside them (every value of a list or object but its last is followed by one)."""
+    if len(text) < _CHECKED_FROM:
+        return False
+    values, at = 0, 0
+    for string in _JSON_TEXT.finditer(text):
+        values += 1 + text.count(",", at, string.start())
+        if values > limits.ANSWER_VALUES:
+            return True
+        at = string.end()
+    return values + text.count(",", at) > limits.ANSWER_VALUES
+
+
+def _cut(text: str, cap: int) -> str:
+    if len(text) <= cap:
+        return text
+    note = f"\n... (cut at {_gib(cap)})\n"
+    return text[:cap - len(note)] + note
+
+
+def bound_answer(value, key: str | None = None):
+    """`value` (an answer, as parsed) with each large text cut where no shipped kernel's reaches, saying so: the named
+    texts (cuda, ptx, sass, host, logs) at limits.TEXT_CAPS, any other at OTHER_TEXT_CAP; a file's bytes in base64
+    (`..._b64`: a profile's report) are left whole. Cutting what is already cut changes nothing."""
+    if isinstance(value, str):
+        if key is not None and key.endswith("_b64"):
+            return value
+        return _cut(value, limits.TEXT_CAPS.get(key, limits.OTHER_TEXT_CAP))
+    if isinstance(value, dict):
+        return {k: bound_answer(v, k if isinstance(k, str) else None) for k, v in value.items()}
+    if isinstance(value, list):
+        return [bound_answer(v, key) for v in value]
+    return value
+
+
 class Job:
     def __init__(self, gpu: bool, gpu_index: int | None = None, settings: Settings | None = None):
         self.gpu, self.gpu_index = gpu, gpu_index
@@ -84,6 +149,8 @@ class Job:
         self.stderr_total = 0
         self.stdout_total = 0
         self.overflow: str | None = None  # why the job was stopped by a reader thread
+        self.answer_limit = settings.result_bytes  # bytes of its answer (a profile's is more: run() sets it)
+        self.large_since: float | None = None  # when its answer's line took one of the places for large answers
         self._pss_lock = threading.Lock()
         self._pss_thread: threading.Thread | None = None
         self._pss_done: int | None = None  # the last PSS sum measured, not yet looked at
@@ -118,31 +185,65 @@ class Job:
 
     # -- the two pipes --------------------------------------------------------------------------------------------
     def _read_stdout(self) -> None:
-        """The protocol, read in bounded chunks: the job is stopped the moment its answer passes `result_bytes`, so
-        a flood without a newline costs the server at most that much memory, never the whole line."""
-        limit = self.settings.result_bytes
+        """The protocol, read in bounded chunks: the job is stopped the moment its answer passes its limit
+        (`result_bytes`), so a flood without a newline costs the server at most that much memory, never the whole
+        line; a line past LARGE_ANSWER waits for one of the places for large answers before it is read on."""
         pending = bytearray()
-        for chunk in iter(lambda: self.proc.stdout.read1(65536), b""):
-            self.stdout_total += len(chunk)
-            if self.stdout_total > limit:
-                self._stop(f"its answer was larger than {_gib(limit)}")
-                break
-            start = len(pending)
-            pending.extend(chunk)
-            while (end := pending.find(b"\n", start)) >= 0:
-                self._message(bytes(pending[:end]))
-                del pending[:end + 1]
-                start = 0
-        self.lines.put(None)  # end of stream
-
-    def _message(self, line: bytes) -> None:
         try:
-            msg = json.loads(line)
-        except ValueError:
+            for chunk in iter(lambda: self.proc.stdout.read1(65536), b""):
+                self.stdout_total += len(chunk)
+                if self.stdout_total > self.answer_limit:
+                    self._stop(f"its answer was larger than {_gib(self.answer_limit)}")
+                    break
+                start = len(pending)
+                pending.extend(chunk)
+                while (end := pending.find(b"\n", start)) >= 0:
+                    with memoryview(pending) as view, view[:end] as line:
+                        try:
+                            text = str(line, "ascii")
+                        except UnicodeDecodeError:
+                            text = None  # not the worker's JSON (it escapes every other character)
+                    pending, start = pending[end + 1:], 0  # (the line's bytes freed before it is parsed)
+                    if text is not None:
+                        self._message(text)
+                        del text
+                    self._leave_large()
+                if len(pending) > limits.LARGE_ANSWER and self.large_since is None and not self._enter_large():
+                    break
+        finally:
+            self._leave_large()
+            self.lines.put(None)  # end of stream
+
+    def _enter_large(self) -> bool:
+        """Wait for a place among the large answers read at once; False if the job ended meanwhile."""
+        while not _large_answers.acquire(timeout=0.5):
+            if self.closed or self.overflow is not None or self.proc.poll() is not None:
+                return False
+        self.large_since = time.monotonic()
+        return True
+
+    def _leave_large(self) -> None:
+        if self.large_since is not None:
+            self.large_since = None
+            _give_back_freed_memory()
+            _large_answers.release()
+
+    def _message(self, text: str) -> None:
+        if too_many_values(text):
+            self._stop(f"its answer held more than {limits.ANSWER_VALUES} values")
+            return
+        try:
+            msg = json.loads(text)
+        except (ValueError, RecursionError):
             return
         if isinstance(msg, dict) and msg.get("ready"):
             self.ready.set()
         elif isinstance(msg, dict):
+            if isinstance(msg.get("result"), dict):
+                try:
+                    msg["result"] = bound_answer(msg["result"])
+                except RecursionError:  # nested deeper than any answer is
+                    return
             self.lines.put(msg)
 
     def _read_stderr(self) -> None:
@@ -251,6 +352,7 @@ class Job:
         action, kernel = request["action"], request["kernel"]
         # The job's own alarm fires first and names the user's line; the kill from here is the backstop.
         request = {**request, "timeout": max(1.0, timeout - limits.GRACE)}
+        self.answer_limit = limits.answer_bytes(self.settings, action)
         try:
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.close()
@@ -281,6 +383,10 @@ class Job:
                 return error(action, kernel, "timeout", f"the {action} job ran past its {timeout:g} s limit and "
                                                          "was stopped (an endless loop, or too large a problem?)",
                              self.log())
+            large_since = self.large_since
+            if large_since is not None and now - large_since > limits.ANSWER_STALL:
+                self._stop(f"its answer stalled: more than {_gib(limits.LARGE_ANSWER)} of it arrived, then not the "
+                           f"rest within {limits.ANSWER_STALL:g} s")
             if now >= next_look:
                 next_look = now + limits.WATCH_EVERY
                 why = self.check_bounds()

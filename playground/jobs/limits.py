@@ -23,6 +23,26 @@ GRACE = 5.0          # seconds between the job's own alarm (which names the user
 STDERR_KEPT = 64 * 1024  # the tail of a job's stderr kept for the error log
 WATCH_EVERY = 0.5    # seconds between two looks at a job's memory, disk and processes
 
+# An answer, in the server. Its size is the setting `result_bytes` (8 MiB: the largest answer of the shipped kernels,
+# flash_attention's lowering pass by pass, is 1.2 MiB; a compile's, gemm_epilogue's at 256-row tiles, 1.1 MiB). Each
+# large text of it is cut where no shipped kernel's reaches (measured with `python -m playground compile NAME --arch
+# sm_90a --json` over the kernels and their options: CUDA at most 32 KB, host code 55 KB, PTX 491 KB, SASS 537 KB,
+# ptxas's log 1 KB, an error's log is clipped to 20,000 characters by the engine, a pass's IR 52 KB, a submission's TIR
+# 44 KB), and says "(cut at N MiB)": what the page highlights, caches and copies stays that small, whatever a job
+# sends. A profile's answer may carry the Nsight Compute report on top (base64; the engine sends one up to 16 MiB).
+TEXT_CAPS = {"cuda": MiB, "host": MiB, "ptx": 2 * MiB, "sass": 2 * MiB, "log": MiB, "ptxas_log": MiB}
+OTHER_TEXT_CAP = MiB        # any other text of an answer (a `..._b64` file's bytes excepted)
+REPORT_BYTES = 22 * MiB     # a profile's report in base64 (engine/profile.py's REPORT_LIMIT, 16 MiB, times 4/3)
+ANSWER_VALUES = 200_000     # numbers, lists, objects of a large answer (the shipped kernels': a few thousand)
+LARGE_ANSWER = MiB          # past this, a line of a job's answer holds one of LARGE_AT_ONCE places to be read
+LARGE_AT_ONCE = 2           # large answers read and parsed at once, all jobs together
+ANSWER_STALL = 10.0         # seconds a large answer may take to arrive once it holds its place
+
+
+def answer_bytes(settings: Settings, action: str) -> int:
+    """The most a job's answer may be: `result_bytes`, and a profile's report on top."""
+    return settings.result_bytes + (REPORT_BYTES if action == "profile" else 0)
+
 
 def _cap(which: int, value: int) -> None:
     soft, hard = resource.getrlimit(which)

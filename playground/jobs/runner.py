@@ -24,7 +24,7 @@ from ..engine.source import SOURCE_LIMIT  # (refused here before a job starts)
 from ..settings import Settings, current
 from . import hardware, ray_backend, sandbox
 from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
-from .job import error
+from .job import bound_answer, error
 from .pool import Pool
 from .queue import Busy, Scheduler, Stopped, Stops
 
@@ -241,6 +241,7 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
         return error(action, kernel, "stopped", STOPPED_WAITING)
     if not isinstance(result, dict):
         return error(action, kernel, "internal", "the job answered something other than a JSON object")
+    result = bound_answer(result)  # (a local job's is cut as it is read; a Ray node's is cut here too)
     result.setdefault("kernel", kernel)
     result["action"] = action
     result.setdefault("job_seconds", round(time.monotonic() - started, 3))
