@@ -120,7 +120,8 @@ def test_the_login_page_says_to_use_ones_own_password_once_a_roster_is_in_force(
     {"Origin": "null"},  # a sandboxed frame, or a redirect across sites
     {"Referer": "http://evil.example/trap.html"},
     {"Sec-Fetch-Site": "cross-site"},
-], ids=["origin", "null-origin", "referer", "fetch-metadata"])
+    {"Referer": "http://[::1/broken"},  # no address at all: refused, never a server error
+], ids=["origin", "null-origin", "referer", "fetch-metadata", "broken-referer"])
 def test_a_login_or_logout_sent_from_another_site_is_refused(tmp_path, headers):
     with class_server(tmp_path) as s:
         forced = log_in(s.url, "Mallory", CLASS_PW, **headers)
@@ -165,6 +166,16 @@ def test_x_forwarded_for_sent_straight_to_the_server_is_not_believed(tmp_path):
         codes = [log_in(s.url, "teacher", f"guess-{i}", **{"X-Forwarded-For": f"203.0.113.{i}"}).status_code
                  for i in range(Quick.LIMIT + 3)]
         assert codes == [400] * Quick.LIMIT + [429] * 3, "each guess claimed another address; all came from one"
+
+
+def test_the_share_limit_per_address_counts_the_connecting_address_not_a_claimed_one(tmp_path):
+    from gradio_client import Client
+    with class_server(tmp_path) as s:
+        s.room.SHARES_PER_ADDRESS = 1
+        answers = [Client(s.url, auth=(f"name-{i}", CLASS_PW), headers={"X-Forwarded-For": f"203.0.113.{i}"},
+                          verbose=False).predict("gemm", f"# {i}\n", {}, None, api_name="/share") for i in range(2)]
+        assert answers[0]["ok"] and not answers[1]["ok"], answers
+        assert "from this address" in answers[1]["error"]["message"]
 
 
 def test_behind_a_trusted_proxy_the_address_it_forwards_is_the_clients(tmp_path):

@@ -589,6 +589,13 @@ class Classroom:
             seen["credential"] = credential
         return credential is not None
 
+    async def login_in_a_thread(self, username: str, password: str) -> bool:
+        """`login` for Gradio's login route, in a worker thread: a roster's password hash (about 50 ms, and as long
+        for a name off the roster) must not hold the server's event loop, and every page with it, while it runs.
+        (The thread runs in a copy of this context: what the login stood on still reaches LOGIN_SEEN's holder.)"""
+        import asyncio
+        return await asyncio.to_thread(self.login, username, password)
+
     def credential(self, username: str, password: str) -> str | None:
         """What a login with these stands on: TEACHER_LOGIN, CLASS_LOGIN, the roster's stored hash for the name; None
         when refused. A name not on the roster costs the same password hash as one on it (its timing tells nothing)."""
@@ -664,7 +671,7 @@ class Classroom:
             def proxy_user(request) -> str | None:
                 return user_name(request.headers.get(header.lower()))[:NAME_LIMIT] or None
             return None, proxy_user
-        return (self.login if self.login_needed() else None), None
+        return (self.login_in_a_thread if self.login_needed() else None), None
 
     def login_message(self) -> str:
         """The login page's line (serve() sets it again after each roster import)."""

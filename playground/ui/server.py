@@ -291,11 +291,19 @@ def from_another_site(scope) -> str | None:
         hosts.add(headers["x-forwarded-host"].split(",")[0].strip().lower())
     origin = headers.get("origin")
     if origin is not None:
-        return None if origin.lower() != "null" and urlsplit(origin).netloc.lower() in hosts else "Origin"
+        return None if origin.lower() != "null" and _host_of(origin) in hosts else "Origin"
     referer = headers.get("referer")
-    if referer and urlsplit(referer).netloc.lower() not in hosts:
+    if referer and _host_of(referer) not in hosts:
         return "Referer"
     return None
+
+
+def _host_of(url: str) -> str | None:
+    """The host[:port] of a URL a browser sent, or None where it names none (a malformed one)."""
+    try:
+        return urlsplit(url).netloc.lower() or None
+    except ValueError:
+        return None
 
 
 async def refuse_other_sites(why: str, scope, receive, send) -> None:
