@@ -222,6 +222,16 @@ def test_students_failing_logins_as_the_teacher_do_not_lock_the_teachers_browser
         assert refused.status_code == 429 and "this browser" in refused.json()["detail"]
 
 
+def test_a_browser_is_known_for_a_name_only_while_the_password_it_logged_in_with_holds(tmp_path):
+    with class_server(tmp_path, Quick()) as s:
+        ada = browser_of(s.url, "Ada", CLASS_PW)  # a device cookie for Ada, from a login with the class password
+        passwords(s.room.import_roster("teacher", "", "Ada\n"))  # now Ada's own password: that cookie stands for none
+        codes = [log_in(s.url, "Ada", f"guess-{i}", ada).status_code for i in range(Quick.LIMIT)]
+        refused = log_in(s.url, "Ada", "guess", ada)
+        assert codes == [400] * Quick.LIMIT and refused.status_code == 429
+        assert "for this name" in refused.json()["detail"], "counted as any browser's guesses at Ada's password"
+
+
 def test_wrong_teacher_passwords_on_the_page_cost_the_guessers_not_the_teacher(tmp_path):
     room = room_for(tmp_path)
     names = [f"zed{i}" for i in range(room.TEACHER_TRIES_ADDRESS // room.TEACHER_TRIES + 2)]

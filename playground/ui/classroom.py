@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextvars
 import csv
+import hashlib
 import hmac
 import io
 import ipaddress
@@ -611,6 +612,17 @@ class Classroom:
         if self.class_password and name and hmac.compare_digest(given, self.class_password.encode()):
             return CLASS_LOGIN
         return None
+
+    def standing_of(self, username: str) -> str:
+        """What a login as `username` stands on now, for the device cookies that logins hand out (server.py): a
+        digest of the teacher password or of the class password, or the roster's stored hash for the name ("" for a
+        name off the roster). It changes when that password does."""
+        name = user_name(username)
+        if name.lower() == TEACHER:
+            return "teacher:" + hashlib.sha256((self.settings.teacher_password or "").encode()).hexdigest()
+        if self.has_roster():
+            return self.store.password_hash_of(name) or ""
+        return "class:" + hashlib.sha256((self.class_password or "").encode()).hexdigest()
 
     def may_stay(self, username: str | None, credential: str | None = None,
                  hashes: dict[str, str] | None = None) -> bool:

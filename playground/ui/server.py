@@ -54,10 +54,13 @@ class LoginThrottle:
 
     Device cookies (OWASP's "Slow down online guessing attacks with device cookies"): those counts are filled by
     anyone, students failing as 'teacher' from the class's address included, and would lock the real teacher out.
-    So a successful login hands the browser a cookie signed by the server that names that user (`device_cookie`); an
-    attempt that presents a valid one for the name it logs in as is counted only on that cookie's own failures
-    (DEVICE_LIMIT in WINDOW, slowed as below), never refused by the counts others fill. A student's cookie stands for
-    their own name only, so it buys no guesses at anyone else's password.
+    So a successful login hands the browser a cookie signed by the server for that user and the password it logged in
+    with (`device_cookie`; `standing`, Classroom.standing_of, says what a name's login stands on now); an attempt
+    that presents a valid one for the name it logs in as is counted only on that cookie's own failures (DEVICE_LIMIT
+    in WINDOW, slowed as below), never refused by the counts others fill. A cookie is minted only by a login that knew
+    the name's password, and stands for nothing once that password changes (the class password's cookies once a
+    roster holds the name, a student's once an import gives them a new one): it buys no guesses at a password its
+    holder did not already know.
 
     Per (address, name), or per device cookie, the first FREE failures in WINDOW seconds answer at once; each later
     one waits DELAY * 2**k seconds (at most MAX_DELAY) before the password is even looked at; past LIMIT failures
@@ -73,9 +76,10 @@ class LoginThrottle:
     DEVICE_DAYS = 180  # a device cookie's life
     BODY_LIMIT = 64 * 1024  # bytes of a login form: a name and a password
 
-    def __init__(self, clock=time.monotonic, secret=None):
+    def __init__(self, clock=time.monotonic, secret=None, standing=None):
         self.clock = clock
         self.secret = secret  # the device cookies' key: bytes, or a function that gives it (read once), or None
+        self.standing = standing  # name → what a login as that name stands on now (signed into its device cookies)
         self._key: bytes | None = None
         self.failures: dict[tuple[str, str], collections.deque] = {}  # (address, name) → failure times
         self.by_address: dict[str, collections.deque] = {}
@@ -107,10 +111,22 @@ class LoginThrottle:
         both); its name says nothing of the user's."""
         return "pg-device-" + self._sign("name|" + self.key(name))[:16]
 
+    def _standing(self, name: str) -> str:
+        if self.standing is None:
+            return ""
+        try:
+            return str(self.standing(name) or "")
+        except Exception:  # the class's database unreadable: no cookie matches (every attempt counted as untrusted)
+            log.exception("what a login as %r stands on could not be read", name)
+            return "unreadable:" + os.urandom(8).hex()
+
+    def _device_signature(self, name: str, nonce: str) -> str:
+        return self._sign("device|" + self.key(name) + "|" + self._standing(name) + "|" + nonce)
+
     def device_cookie(self, name: str, secure: bool = False) -> str:
-        """A Set-Cookie value: a fresh nonce for `name`, signed."""
+        """A Set-Cookie value: a fresh nonce for `name` and what its login stands on now, signed."""
         nonce = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
-        value = f"v1.{nonce}.{self._sign('device|' + self.key(name) + '|' + nonce)}"
+        value = f"v1.{nonce}.{self._device_signature(name, nonce)}"
         return (f"{self.device_cookie_name(name)}={value}; Max-Age={self.DEVICE_DAYS * 86400}; Path=/; HttpOnly; "
                 f"SameSite=Strict" + ("; Secure" if secure else ""))
 
@@ -120,7 +136,7 @@ class LoginThrottle:
         parts = value.split(".")
         if len(parts) != 3 or parts[0] != "v1" or not parts[1] or len(parts[1]) > 32:
             return None
-        expected = self._sign("device|" + self.key(name) + "|" + parts[1])
+        expected = self._device_signature(name, parts[1])
         return parts[1] if hmac.compare_digest(expected.encode(), parts[2].encode()) else None
 
     # -- counting --------------------------------------------------------------------------------------------------
@@ -429,6 +445,8 @@ def protect(demo: gr.Blocks, app, room: classroom.Classroom, throttle: LoginThro
     throttle = throttle or LoginThrottle()
     if throttle.secret is None:  # kept with the class's data: a browser the teacher used stays known after a restart
         throttle.secret = lambda: room.store.secret("device cookies")
+    if throttle.standing is None:
+        throttle.standing = room.standing_of
     throttle_logins(app, throttle, room)
     classroom.end_sessions_off_the_roster(app, room)
 
