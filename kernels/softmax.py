@@ -20,14 +20,11 @@ Softmax reads each element once and writes it once, so like vector_add it is bou
   the threads (4 × 512 on 128 threads: each row over 64 threads, 16-byte loads), the reductions along dim 1 only:
   at 512 or 1024 columns every load carries data, and all rows are in flight at once (131072 × 512 on an H100:
   94 µs, against 106 µs for the walk).
-- Better at N = 32768 (Hopper): split each row over a cluster of `cluster` CTAs (`softmax_cluster`, below). Each
-  CTA holds its part of the row in registers (64 values a thread at cluster = 2), so three CTAs share an SM and hide
-  each other's reductions as the one-row blocks do at N = 4096. The CTAs of a cluster can write into each other's
-  shared memory: each sends its partial max, then its partial sum, to every CTA of the cluster, as an asynchronous
-  copy that lands on the receiver's mbarrier. 0.96 of the same-size copy's bandwidth on the H200, against 0.87 for
-  4 rows a block; the config PRESETS ships for that size. (Exchanged through a cluster barrier instead, it was
-  0.89: ptxas puts a GPU-wide memory fence in front of every warp's `barrier.cluster.arrive`, and a CTA's
-  lifetime, which the barriers sit in, is what limits a kernel with three CTAs an SM.)
+- Rows longer than a block can hold (past 16384 columns; from 8192 when N is not a multiple of 8): each row is
+  split over a cluster of `cluster` CTAs that exchange their partial maxes and sums through distributed shared
+  memory, each CTA holding its part of the row in registers as a block holds a whole row here. That schedule, and
+  how it keeps 16-byte loads on rows that do not start on a 16-byte boundary, is `kernels/softmax_long.py`: read
+  it after this file.
 - Why not TMA here, as in the GEMM: TileLang turns a pipelined copy into TMA loads issued by a producer warpgroup,
   and for this loop that version gave wrong rows now and then on the H200 (1 to 3 rows of 16384, different ones
   each launch on the same input: a race), while the cp.async pipeline is exact and as fast (0.89 of copy bandwidth
@@ -70,6 +67,9 @@ def softmax_in_registers(x, row_max, row_sum, rows, N, N_pad):
 
 def softmax(M=16384, N=4096, dtype="float16", rows_per_block=1, num_stages=2, threads=256, cluster=1):
     if cluster > 1:
+        # (imported here, not at the top, so that `python kernels/softmax.py` finds the kernels package once its
+        # __main__ block has put it on the path)
+        from kernels.softmax_long import softmax_cluster
         return softmax_cluster(M, N, dtype, cluster, threads)
     if rows_per_block > 1 and rows_per_block * N <= SHORT_ROWS_ELEMENTS and threads % rows_per_block == 0:
         return softmax_short_rows(M, N, dtype, rows_per_block, threads)
@@ -118,75 +118,6 @@ def softmax_short_rows(M, N, dtype, rows, threads):
     return main
 
 
-def softmax_cluster(M, N, dtype, cluster, threads):
-    """One row per cluster of `cluster` CTAs, each holding N / cluster columns in registers (rows_per_block and
-    num_stages do not apply). The partial maxes, then the partial sums, cross the cluster as asynchronous copies
-    from one CTA's shared memory into another's, each landing on the receiver's mbarrier: no cluster-wide barrier
-    on a row's path (bench/README.md: a `barrier.cluster` with release semantics puts a GPU-wide memory fence in
-    every warp; without it the kernel went from 0.89 to 0.96 of the same-size copy's bandwidth on the H200)."""
-    accum_dtype = "float32"
-    part = padded(-(-N // cluster), dtype, threads)  # columns a CTA holds
-
-    @T.macro
-    def exchange(value, mine, slots, arrived, which, rank):
-        # My partial into slot `rank` of every CTA of the cluster (mine too), by one thread: 16 bytes, the least a
-        # bulk copy moves. Each copy arrives on the receiver's mbarrier `arrived[which]` with its bytes; that
-        # barrier completes once all `cluster` partials have landed there. (TileLang warns here that a sync
-        # hoisted out of `tx == 0` leaves a race: it sees the copies of the loop write the same `slots` address,
-        # not that each goes to a different CTA. The outputs are exact and repeat bit for bit.)
-        T.copy(value, mine[which, 0:1])
-        if T.get_thread_binding() == 0:
-            for p in T.serial(cluster):
-                T.copy_cluster(mine[which, 0:4], slots[which, rank, 0:4], dst_block=p, remote_barrier=arrived[which])
-        T.mbarrier_wait_parity(arrived[which], 0)
-
-    @T.prim_func
-    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
-        with T.ClusterKernel(cluster, M, cluster_dims=(cluster, 1, 1), threads=threads) as (bx, row):
-            T.annotate_pass_configs({"tl.enable_fast_math": True})  # exp2 as ex2.approx.ftz, no denormal fix-ups
-            x = T.alloc_fragment((1, part), accum_dtype)
-            partial = T.alloc_fragment((1,), accum_dtype)
-            mine = T.alloc_shared((2, 4), accum_dtype)  # [0, 0]: my partial max, [1, 0]: my partial sum
-            slots = T.alloc_shared((2, cluster, 4), accum_dtype)  # [0, p, 0]: CTA p's partial max, [1, p, 0]: its sum
-            arrived = T.alloc_barrier([cluster, cluster])  # one arrival per sender, with its bytes
-            rank = T.block_rank_in_cluster()
-            row_max = T.alloc_local((1,), accum_dtype)
-            row_sum = T.alloc_local((1,), accum_dtype)
-
-            # The other CTAs write into `slots` as soon as they have their partials, maybe while this one is still
-            # in its reduce_max; a read here makes `slots` live from the start, so TileLang's planner cannot put the
-            # reduction's workspace over it (it did: wrong rows, different on every launch).
-            row_sum[0] = slots[0, 0, 0]
-            T.cluster_arrive_relaxed()  # after the mbarriers' init; with cluster_wait below: no copy lands early
-            T.copy(X[row, bx * part], x)  # columns past N read as zero, masked next
-            for i, j in T.Parallel(1, part):
-                x[i, j] = T.if_then_else(bx * part + j < N, x[i, j], -T.infinity(accum_dtype))
-
-            T.reduce_max(x, partial, dim=1)
-            T.cluster_wait()
-            exchange(partial, mine, slots, arrived, 0, rank)
-            row_max[0] = -T.infinity(accum_dtype)
-            for p in T.serial(cluster):
-                row_max[0] = T.max(row_max[0], slots[0, p, 0])
-
-            for i, j in T.Parallel(1, part):
-                x[i, j] = T.exp2((x[i, j] - row_max[0]) * LOG2E)
-            T.reduce_sum(x, partial, dim=1)
-            exchange(partial, mine, slots, arrived, 1, rank)
-            T.cluster_arrive_relaxed()  # every copy into this CTA has landed (waited on at the very end)
-            row_sum[0] = 0
-            for p in T.serial(cluster):
-                row_sum[0] += slots[1, p, 0]
-            row_sum[0] = 1 / row_sum[0]
-
-            for i, j in T.Parallel(1, part):
-                x[i, j] *= row_sum[0]
-            T.copy(x, Y[row, bx * part])  # columns past N are not written
-            T.cluster_wait()  # every CTA's copies have landed, so none still reads this CTA's `mine`: it may exit
-
-    return main
-
-
 # ---- What the playground needs to know about this kernel -------------------------------------------------------
 DTYPES = ["float16", "bfloat16", "float32"]
 
@@ -197,35 +128,45 @@ SPACE = {
     "threads": [128, 256, 512],
 }
 
-# cluster > 1 splits each row over that many CTAs (Hopper thread block clusters; sm_90 and later).
-OPTIONS = {"cluster": [1, 2, 4]}
+# cluster > 1 splits each row over that many CTAs (Hopper thread block clusters, sm_90 and later: softmax_long.py).
+OPTIONS = {"cluster": [1, 2, 4, 8, 16]}
 
 PRESETS = {
     "16384×4096": dict(M=16384, N=4096),
     "4096×32768 (long rows)": dict(M=4096, N=32768, cluster=2),  # tuned: a row over two CTAs
+    "4096×50257 (GPT-2's vocabulary)": dict(M=4096, N=50257),  # ragged: rows off 16-byte boundaries
+    "4096×128256 (Llama 3's vocabulary)": dict(M=4096, N=128256),
     "8192×8192": dict(M=8192, N=8192),
     "1000×1000 (ragged)": dict(M=1000, N=1000),
     "333×3000 (ragged)": dict(M=333, N=3000),
 }
 
 
-
-def ctas_per_row(N):
+def ctas_per_row(N, dtype="float16"):
     # A CTA holds at most 16384 columns in registers (64 fp32 values a thread at 256 threads), so that three CTAs
-    # share an SM and hide each other's reductions: 32768-long rows over 2 CTAs, as the preset measured.
-    return 1 if N <= 16384 else 2 if N <= 32768 else 4
+    # share an SM and hide each other's reductions: a row over the fewest CTAs that keep to that, up to a cluster of
+    # 16 (the most Hopper allows), so 262144 columns. Fewer, larger CTAs pay the exchanges for more bytes.
+    ctas = 1
+    while N > 16384 * ctas and ctas < 16:
+        ctas *= 2
+    # Rows that do not start on 16-byte boundaries (N not a multiple of a vector) load 2 bytes at a time in a
+    # block of their own; the cluster schedule keeps 16-byte loads for them (softmax_long.py).
+    if ctas == 1 and N >= 8192 and N % (16 // element_size(dtype)) != 0:
+        ctas = 2
+    return ctas
 
 
-def shape_class(N):
-    """Rows over 1, 2 or 4 CTAs: a config tuned for one layout says little about another."""
-    return f"rows over {ctas_per_row(N)} CTA" + ("s" if ctas_per_row(N) > 1 else "")
+def shape_class(N, dtype):
+    """Rows over 1, 2, 4, 8 or 16 CTAs: a config tuned for one layout says little about another."""
+    ctas = ctas_per_row(N, dtype)
+    return f"rows over {ctas} CTA" + ("s" if ctas > 1 else "")
 
 
 def pick_config(N, dtype):
     """The config for rows of N when none is set, tuned or preset (playground/engine/config_choice.py)."""
     vector = 16 // element_size(dtype)  # elements in one 16-byte access
     return {
-        "cluster": ctas_per_row(N),  # (why: above)
+        "cluster": ctas_per_row(N, dtype),  # (why: above)
         # Every thread at least two 16-byte accesses of the row, so that each has a second load in flight while the
         # first arrives: 256 threads from 4096 fp16 columns up, 128 below (at 2048: 0.94 of copy bandwidth against
         # 0.78 with 256, each thread then waiting on a single load).
@@ -240,8 +181,11 @@ def pick_config(N, dtype):
 
 
 # Verification runs on these too, with the tile under test: ragged rows and columns, the long-row layout on a few
-# rows, and short ragged rows (held together, the last block part-full, when that tile has several rows a block).
-CHECK_SHAPES = [dict(M=1000, N=1000), dict(M=333, N=3000), dict(M=100, N=32768), dict(M=1001, N=300)]
+# rows, short ragged rows (held together, the last block part-full, when that tile has several rows a block), and
+# rows off 16-byte boundaries (20001 columns: nine rows start at every offset within a vector and wrap around;
+# a cluster tile shares a vector between each two of them).
+CHECK_SHAPES = [dict(M=1000, N=1000), dict(M=333, N=3000), dict(M=100, N=32768), dict(M=1001, N=300),
+                dict(M=9, N=20001)]
 
 
 def make_inputs(M, N, dtype, device, generator):

@@ -41,6 +41,9 @@ def factory_tile(kernel):
     ("gemm", dict(M=3072, N=3072, K=3072), {"block_M": 128, "block_N": 192, "num_stages": 4}),
     # rows of 65536: over 4 CTAs, 16384 columns each
     ("softmax", dict(M=4096, N=65536), {"cluster": 4}),
+    # a vocabulary of 262144: over 16 CTAs, the largest cluster; GPT-2's 50257, ragged, over 4
+    ("softmax", dict(M=4096, N=262144), {"cluster": 16}),
+    ("softmax", dict(M=2048, N=50257), {"cluster": 4}),
     # head dim 256: 64-key tiles, so that two stages fit in shared memory
     ("flash_attention", dict(batch=4, heads=16, seq_len=4096, dim=256, causal=False), {"block_N": 64}),
     # a skinny output: tiles small enough for more SMs to have one
@@ -75,9 +78,18 @@ def test_the_gemm_rule_keeps_its_large_tile_where_the_last_round_is_full_and_not
 
 def test_the_rule_follows_the_problem_not_one_fixed_config(own_data):
     softmax = catalogue.load("softmax")
-    tiles = {n: softmax.resolve(dict(M=4096, N=n)).tile for n in (512, 1024, 4096, 16384, 32768, 65536)}
+    sizes = (512, 1024, 4096, 16384, 32768, 65536, 131072, 262144)
+    tiles = {n: softmax.resolve(dict(M=4096, N=n)).tile for n in sizes}
     assert len({json.dumps(t, sort_keys=True) for t in tiles.values()}) >= 3
-    assert [tiles[n]["cluster"] for n in (4096, 16384, 32768, 65536)] == [1, 1, 2, 4]
+    assert [tiles[n]["cluster"] for n in sizes[2:]] == [1, 1, 2, 4, 8, 16]
+
+
+def test_rows_off_16_byte_boundaries_take_the_cluster_schedule_from_8192_columns(own_data):
+    # A block of its own loads such a row 2 bytes at a time; the cluster schedule keeps 16-byte loads for it.
+    softmax = catalogue.load("softmax")
+    assert [softmax.module.ctas_per_row(n, "bfloat16") for n in (4001, 11111, 11112, 20001)] == [1, 2, 1, 2]
+    assert softmax.module.ctas_per_row(11110, "float32") == 2 and softmax.module.ctas_per_row(11112, "float32") == 1
+    assert softmax.resolve(dict(M=4096, N=11111)).tile["cluster"] == 2  # the rule's, or the table's of that class
 
 
 def test_head_dim_64_off_its_presets_gets_the_head_dim_64_config(own_data):

@@ -166,6 +166,18 @@ def test_long_row_softmax_exchanges_its_partials_without_a_gpu_wide_fence():
     assert "FSETP" not in sass, "the exps are the fast exp2 (no denormal fix-ups around MUFU.EX2)"
 
 
+def test_long_rows_off_16_byte_boundaries_still_move_16_bytes_per_access():
+    # Rows of 50257 start anywhere within a 16-byte vector: a copy of "row i from column 0" moved 2 bytes at a time
+    # (0.39 of copy bandwidth). Read as one flat array of vectors, all but the two a row shares with its neighbours
+    # are whole, loaded and stored 16 bytes at a time.
+    k = catalogue.load("softmax")
+    r = compile_kernel(k, k.resolve({"preset": "4096×50257 (GPT-2's vocabulary)", "dtype": "bfloat16"}), "sm_90a")
+    assert r["config"]["tile"]["cluster"] == 4
+    assert re.search(WIDE_LOAD, r["ptx"]) and re.search(WIDE_STORE, r["ptx"])
+    assert "MEMBAR.ALL.GPU" not in r["sass"] and "MEMBAR.SC.GPU" not in r["sass"]
+    assert r["resources"]["spill_bytes"] == 0
+
+
 def test_flash_attention_for_ampere_needs_the_plain_loop_and_says_so():
     k = catalogue.load("flash_attention")
     ampere = {**small("flash_attention"), "block_M": 64, "threads": 128}

@@ -44,6 +44,9 @@ GEMM_SKINNY = [_gemm(16384, 256, 4096), _gemm(256, 16384, 4096), _gemm(128, 8192
 GEMM_OFF_GRID = [_gemm(4000, 4000, 4000), _gemm(5120, 3000, 2047), _gemm(3000, 5000, 1000), _gemm(1000, 1000, 1000)]
 # Softmax rows from 512 to 65536 long, 2^26 elements each (128 MiB in fp16).
 SOFTMAX_ROWS = [dict(M=2**26 // n, N=n) for n in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)]
+# A language model's softmax: 4096 rows (tokens) of a vocabulary, 32768 to 262144 columns, the ragged sizes of
+# GPT-2 (50257), Llama 3 (128256) and Qwen2 (151936) among them; 4096 rows fill the GPU for torch's block a row too.
+SOFTMAX_VOCAB = [dict(M=4096, N=n) for n in (32768, 50257, 65536, 128256, 131072, 151936, 262144)]
 # The fused epilogue: square, an LLM's MLP up-projection and a 1024-wide KV projection.
 EPILOGUE_SHAPES = [_gemm(4096, 4096, 4096), _gemm(8192, 8192, 8192), _gemm(4096, 14336, 4096),
                    _gemm(8192, 1024, 8192)]
@@ -63,6 +66,8 @@ TARGETS = [
     *[("softmax", "float16", p, b, t) for p in SOFTMAX_ROWS
       for b, t in (("copy", 0.85), ("softmax", 1.30)) if not (b == "copy" and p["N"] < 1024)],
     *[("softmax", "bfloat16", p, b, t) for p in SOFTMAX_ROWS if p["N"] in (1024, 4096, 32768)
+      for b, t in (("copy", 0.85), ("softmax", 1.30))],
+    *[("softmax", dt, p, b, t) for dt in ("bfloat16", "float16") for p in SOFTMAX_VOCAB
       for b, t in (("copy", 0.85), ("softmax", 1.30))],
     *[("vector_add", dt, dict(N=n), "copy", 0.90) for dt in ("float16", "bfloat16") for n in (2**24, 2**28)],
     ("vector_add", "float16", dict(N=2**24), "add", 1.00),
