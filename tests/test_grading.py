@@ -119,15 +119,15 @@ def test_the_shipped_starters_and_kernels_pass_the_submission_check():
     """What students start from, and the tutorial's kernels they copy from, are kernels the grader takes."""
     import tomllib
 
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.engine.source import import_file
     for folder in sorted(EXERCISES.glob("*/exercise.toml")):
         config = tomllib.loads(folder.read_text())
         factory = getattr(import_file(folder.parent / "starter.py"), config["factory"])
         for problem in config["visible"][:1] + [config["timed"]]:
             assert _refusal(factory(**problem, dtype=config.get("dtype", "float16"))) is None, folder.parent.name
-    for name in catalogue.builtin_names():
-        kernel = catalogue.load(name)
+    for name in loader.builtin_names():
+        kernel = loader.load(name)
         assert _refusal(kernel.prim_func(kernel.default_config())) is None, name
 
 
@@ -206,55 +206,35 @@ def test_every_timed_call_of_a_short_run_is_checked_and_a_random_quarter_and_the
 
 
 # -- on a GPU: what a kernel can do to its judge --------------------------------------------------------------------------
+# A vector add whose element loop does `body` (j is the element's index) and whose factory returns `returned`.
+VECTOR_ADD = """
+import tilelang.language as T
+
+
+def vector_add(N, dtype="float16", block_N=1024, threads=256):
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype), C: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bx:
+            for i in T.Parallel(block_N):
+                j = bx * block_N + i
+                if j < N:
+{body}
+    return {returned}
+"""
+
+
+def vector_add_doing(*lines: str, returned: str = "main") -> str:
+    return VECTOR_ADD.format(body="".join(f"                    {line}\n" for line in lines), returned=returned)
+
+
 # Skips its work when its output already holds values (NaN is the poison; NaN != NaN): timed on outputs left from
 # the call before, each call would only read C.
-SKIPS_WHEN_FILLED = '''
-import tilelang.language as T
-
-
-def vector_add(N, dtype="float16", block_N=1024, threads=256):
-    @T.prim_func
-    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype), C: T.Tensor((N,), dtype)):
-        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bx:
-            for i in T.Parallel(block_N):
-                if bx * block_N + i < N:
-                    if C[bx * block_N + i] != C[bx * block_N + i]:
-                        C[bx * block_N + i] = A[bx * block_N + i] + B[bx * block_N + i]
-
-    return main
-'''
+SKIPS_WHEN_FILLED = vector_add_doing("if C[j] != C[j]:", "    C[j] = A[j] + B[j]")
 # Zeroes its inputs and its output: with the reference computed from the inputs after the kernel ran, error 0.
-ZEROES_ITS_INPUTS = '''
-import tilelang.language as T
-
-
-def vector_add(N, dtype="float16", block_N=1024, threads=256):
-    @T.prim_func
-    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype), C: T.Tensor((N,), dtype)):
-        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bx:
-            for i in T.Parallel(block_N):
-                if bx * block_N + i < N:
-                    A[bx * block_N + i] = T.cast(0, dtype)
-                    B[bx * block_N + i] = T.cast(0, dtype)
-                    C[bx * block_N + i] = T.cast(0, dtype)
-
-    return main
-'''
+ZEROES_ITS_INPUTS = vector_add_doing("A[j] = T.cast(0, dtype)", "B[j] = T.cast(0, dtype)", "C[j] = T.cast(0, dtype)")
 # Sets its own compile flags (a pass config TileLang hands to nvcc).
-CARRIES_FLAGS = '''
-import tilelang.language as T
-
-
-def vector_add(N, dtype="float16", block_N=1024, threads=256):
-    @T.prim_func
-    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype), C: T.Tensor((N,), dtype)):
-        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bx:
-            for i in T.Parallel(block_N):
-                if bx * block_N + i < N:
-                    C[bx * block_N + i] = A[bx * block_N + i] + B[bx * block_N + i]
-
-    return main.with_attr("tilelang_pass_configs", {"tl.device_compile_flags": "O0"})
-'''
+CARRIES_FLAGS = vector_add_doing("C[j] = A[j] + B[j]",
+                                 returned='main.with_attr("tilelang_pass_configs", {"tl.device_compile_flags": "O0"})')
 
 
 def _grade(tmp_path, name: str, source: str) -> dict:
@@ -297,12 +277,12 @@ def test_on_a_gpu_a_kernel_cannot_skip_timed_calls_overwrite_its_inputs_or_set_i
 @pytest.mark.gpu
 def test_on_a_gpu_a_kernel_that_skips_some_timed_calls_is_caught_by_the_checks_after_them():
     """The timer's checks themselves, on a real kernel whose every other call does nothing."""
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.engine.errors import StageError
     from playground.engine.measure import MeasureOptions, time_stage
     from playground.engine.parallel_compile import build_jit
     from playground.engine.timing import Timer
-    kernel = catalogue.load("vector_add")
+    kernel = loader.load("vector_add")
     config = kernel.resolve({"N": 1 << 22, "dtype": "float16"})
     real = build_jit(kernel, config, None)  # for the GPU present
 
