@@ -99,6 +99,10 @@ class Settings:
                                  "CPU slots + 1, at most 6")
     queue_limit: int = setting(100, "PLAYGROUND_QUEUE_LIMIT", "jobs that may wait in all; past it: busy, try again")
     session_inflight: int = setting(3, "PLAYGROUND_SESSION_INFLIGHT", "jobs one student may have running or waiting")
+    address_inflight: int = setting(12, "PLAYGROUND_ADDRESS_INFLIGHT",
+                                    "jobs one client address may have running or waiting where one person may log "
+                                    "in under many names (a class password, no roster); its rate limit is a "
+                                    "student's as many times over; high enough for a class behind one NAT")
     session_burst: float = setting(12.0, "PLAYGROUND_SESSION_BURST", "jobs one student may start back to back ...")
     session_rate: float = setting(0.5, "PLAYGROUND_SESSION_RATE", "... then this many a second")
     timeout_compile: float = setting(120.0, "PLAYGROUND_TIMEOUT_COMPILE", "seconds a compile job may take")

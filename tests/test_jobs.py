@@ -1,4 +1,5 @@
 """The job layer on CPU: queue and limits (no processes), then run_job end to end through sandboxed workers."""
+import contextlib
 import json
 import os
 import socket
@@ -141,6 +142,76 @@ def test_one_session_cannot_fill_the_queue():
     for t in threads + [polite]:
         t.join(10)
     assert started.count("greedy") == 2 and "polite" in started
+
+
+def test_a_freed_slot_goes_to_the_waiting_student_with_fewest_jobs_running_then_in_turn():
+    # Two CPU slots: the greedy student holds both and waits with a third; a classmate comes after it.
+    sched = Scheduler(2, [0])
+    release = {name: threading.Event() for name in ("g1", "g2", "g3", "c1")}
+    started = []
+
+    def job(kind, session, name):
+        def body():
+            with sched.slot(kind, session, lambda *_: None):
+                started.append(name)
+                release[name].wait(30)
+        t = threading.Thread(target=body, daemon=True)
+        t.start()
+        time.sleep(0.3)
+        return t
+    threads = [job("cpu", "greedy", n) for n in ("g1", "g2", "g3")] + [job("cpu", "classmate", "c1")]
+    assert started == ["g1", "g2"]
+    release["g1"].set()
+    time.sleep(0.8)
+    assert started == ["g1", "g2", "c1"], "the classmate (none running) goes before the greedy one's third (one)"
+    for e in release.values():
+        e.set()
+    for t in threads:
+        t.join(10)
+    # One GPU: everyone has none running when it frees, so students take turns (the one served longest ago first).
+    release = {name: threading.Event() for name in ("g1", "g2", "g3", "c1")}
+    started.clear()
+    threads = [job("gpu", "greedy", n) for n in ("g1", "g2", "g3")] + [job("gpu", "classmate", "c1")]
+    release["g1"].set()
+    time.sleep(0.8)
+    assert started == ["g1", "c1"], started
+    for e in release.values():
+        e.set()
+    for t in threads:
+        t.join(10)
+    assert started == ["g1", "c1", "g2", "g3"]
+
+
+def test_where_names_are_free_an_address_is_held_to_its_own_limits_and_turn():
+    from playground.jobs.queue import Student
+    sched = Scheduler(1, [], Settings(session_inflight=3, address_inflight=4, session_burst=12, session_rate=0.5))
+    release, started = threading.Event(), []
+    # One person under five names from one address: four jobs in flight at most, whatever the names.
+    names = [Student(f"user:eve{i}", address="203.0.113.9") for i in range(5)]
+    threads = [hold(sched, "cpu", names[i], release, started) for i in range(5)]
+    time.sleep(0.5)
+    turned_away = [s for s in started if isinstance(s, Busy)]
+    assert len(turned_away) == 1 and "from your address" in str(turned_away[0]), started
+    # A classmate from another address still gets in line, and takes the slot before the four waiting names.
+    classmate = hold(sched, "cpu", Student("user:cleo", address="198.51.100.4"), release, started)
+    time.sleep(0.3)
+    assert sched.snapshot()["cpu"]["waiting"] == 4
+    release.set()
+    for t in threads + [classmate]:
+        t.join(10)
+    assert [str(s) for s in started if not isinstance(s, Busy)][:2] == ["user:eve0", "user:cleo"], started
+    # The address's bucket: 4 times a student's burst from one address, then refused whatever the name.
+    sched = Scheduler(1, [], Settings(session_inflight=3, address_inflight=12, session_burst=2, session_rate=0.01))
+    for i in range(8):
+        with sched.slot("cpu", Student(f"user:mallory{i}", address="203.0.113.10"), lambda *_: None):
+            pass
+    with pytest.raises(Busy, match="from this address"):
+        with sched.slot("cpu", Student("user:mallory-new", address="203.0.113.10"), lambda *_: None):
+            pass
+    with sched.slot("cpu", Student("user:cleo", address="198.51.100.4"), lambda *_: None):
+        pass  # another address is not held back
+    with sched.slot("cpu", "user:noaddress", lambda *_: None):
+        pass  # nor a student whose names are not free (a roster)
 
 
 def test_rate_limit_per_session_then_refill():
@@ -479,6 +550,57 @@ def test_the_docker_way_an_ordinary_user_gets_a_user_namespace_sandbox(tmp_path,
             sandbox.remove_job_dir(job_dir)
     assert seen == {"uid": 65534, "forks": seen["forks"], "net": "none", "seen": [], "ro": True}
     assert seen["forks"] < 32, "RLIMIT_NPROC set inside counts the processes of the job's own namespace"
+
+
+@contextlib.contextmanager
+def own_job_layer(settings: Settings):
+    """A job layer of its own (queue, workers, cache), made from `settings`, in place of the module's while it lasts."""
+    with runner._state_lock:
+        saved, runner._state = runner._state, runner._State(settings)
+        mine = runner._state
+    try:
+        deadline = time.monotonic() + 300
+        while not all(p.idle() for p in mine.pools.values()):  # its spare workers ready (a busy machine: minutes)
+            assert time.monotonic() < deadline, "the spare workers did not start"
+            time.sleep(0.2)
+        yield mine
+    finally:
+        with runner._state_lock:
+            runner._state = saved
+        mine.close()
+
+
+@pytest.mark.timeout(600)
+def test_one_persons_endless_loops_under_many_names_delay_a_classmate_by_at_most_one_job(server):
+    """Three endless-loop compiles (the per-student limit) under each of three names, from one address (a class
+    password, no roster), on two CPU slots: a classmate's compile takes the first slot that frees, within one job's
+    length (the compile time limit), instead of waiting behind all nine."""
+    from playground.jobs.queue import Student
+    from test_jobs_hostile import hostile_source
+    length = 12.0  # seconds: the compile time limit, so the longest a job holds a slot
+    settings = current().replace(cpu_slots=2, spares=3, timeout_compile=length)
+    loop = hostile_source("import_loop")
+    with own_job_layer(settings) as st:
+        attacks = [threading.Thread(target=jobs.run_job, daemon=True, args=("compile", "vector_add",
+                                    loop + f"\n# loop {i}\n", {}),
+                                    kwargs={"session": Student(f"user:eve{i % 3}", address="203.0.113.9"),
+                                            "owner": "eve's tab"}) for i in range(9)]
+        for t in attacks:
+            t.start()
+        deadline = time.monotonic() + 30
+        while st.scheduler.snapshot()["cpu"]["waiting"] < 7:
+            assert time.monotonic() < deadline, st.scheduler.snapshot()
+            time.sleep(0.1)
+        asked, started = time.monotonic(), []
+        answer = jobs.run_job("compile", "vector_add", VECTOR_ADD + "# cleo's\n", {}, timeout=120,
+                              session=Student("user:cleo", address="198.51.100.4"),
+                              on_progress=lambda what, _: started.append(time.monotonic()) if what == "starting" else 0)
+        jobs.stop("eve's tab")
+        for t in attacks:
+            t.join(60)
+    assert started, answer.get("error")
+    assert started[0] - asked < length, f"the classmate's compile waited {started[0] - asked:.0f} s for a slot"
+    assert answer["ok"], answer["error"]
 
 
 def test_closing_a_pool_waits_for_a_spare_being_started_and_removes_it():

@@ -499,6 +499,23 @@ def test_new_sessions_from_one_client_share_its_limits():
         t.join(10)
 
 
+def test_where_names_are_free_the_key_of_a_login_carries_its_address_for_the_queue(tmp_path):
+    from playground.settings import Settings
+    from playground.ui import classroom, gateway
+    saved = classroom._classroom
+    try:
+        # The class password and no roster: one person may log in under any name, so the queue counts the address.
+        classroom.install(classroom.Classroom(Settings(data_dir=tmp_path), class_password="class-pw"))
+        keys = {gateway.student_of(_request("203.0.113.5", f"s{i}", f"eve{i}")) for i in range(3)}
+        assert keys == {"user:eve0", "user:eve1", "user:eve2"} and {k.address for k in keys} == {"203.0.113.5"}
+        # A proxy's authenticated user (or a roster): a name is a person, counted as the login alone.
+        classroom.install(classroom.Classroom(Settings(data_dir=tmp_path, user_header="X-Forwarded-User"),
+                                              class_password=None))
+        assert gateway.student_of(_request("203.0.113.5", "s1", "eve")).address is None
+    finally:
+        classroom._classroom = saved
+
+
 # -- job uids (threat model: "one job's harm reaches another's") -----------------------------------------------------
 def test_two_servers_with_different_job_folders_never_hold_the_same_job_uid(tmp_path, monkeypatch):
     base = 990_000 + os.getpid() % 1000 * 8  # uids no real server of this machine gives out

@@ -1,13 +1,21 @@
-"""Who runs when: compiles share the CPU cores, everything that touches the GPU takes it alone, in arrival order.
+"""Who runs when: compiles share the CPU cores, everything that touches the GPU takes it alone, students in turn.
 
 - "cpu": a bounded number of compiles at once (one per core by default): compiles are CPU-bound and independent.
 - "gpu": one job per GPU at a time, shared by run, tune and sweep: co-running work makes CUDA-event timings lie
   (measured on the H200: throughput falls 2-4x while event timings barely move), so a timing needs the GPU alone.
+- Fair queueing over students: when a slot frees, the waiting job of the student with the fewest jobs running goes
+  first; among equals, the student whose last job started longest ago (round robin: on a single GPU everyone has
+  none running when it frees), then the oldest job. So a student's endless loops hold at most the slots they
+  already hold: a classmate's job takes the next one that frees, within one job's length, however many loops wait.
+  Where one person may log in under many names (a class password, no roster: `Student.address` is set), the
+  client's address is counted first, the same way, so more names buy no more turns.
 - A bound on how many may wait in all; beyond it a job is turned away at once with "busy, try again in N s" (N from
   the recent job durations), rather than left to wait minutes behind a browser that may be gone.
 - Per student: at most `session_inflight` jobs running or waiting, and a token bucket (a burst, then a steady rate),
-  so one student's clicking or script cannot fill the queue for 29 others. Answers from the result cache cost
-  nothing and are not counted. The numbers are settings (playground/settings.py).
+  so one student's clicking or script cannot fill the queue for 29 others; where names are free, the same per
+  client address too, `address_inflight` jobs (4 times a student's by default: a class behind one NAT shares it)
+  and a bucket as many times a student's. Answers from the result cache cost nothing and are not counted. The
+  numbers are settings (playground/settings.py).
 """
 from __future__ import annotations
 
@@ -23,23 +31,77 @@ from ..settings import Settings, current
 ANONYMOUS = "anon"  # callers without a session (the command line, a grader) share only the global bounds
 
 
+class Student(str):
+    """Who a job is counted against: the text every per-student limit counts (the login's name, else the client's
+    address; ui/gateway.student_of), and, where one person may log in under many names (a class password without a
+    roster), the client's `address`, which the queue counts as well."""
+
+    def __new__(cls, key: str, address: str | None = None):
+        self = super().__new__(cls, key)
+        self.address = address or None
+        return self
+
+
 class Busy(Exception):
     def __init__(self, message: str, retry_after: float):
         super().__init__(message)
         self.retry_after = retry_after
 
 
+class _Waiting:
+    """A job in line: its student, the group it is counted in first (its address where names are free, else the
+    student), and its place in arrival order."""
+    __slots__ = ("session", "group", "seq")
+
+    def __init__(self, session: str, group: tuple, seq: int):
+        self.session, self.group, self.seq = session, group, seq
+
+
 class Resource:
-    """Tokens (CPU slot numbers, GPU indices) handed out in arrival order."""
+    """Tokens (CPU slot numbers, GPU indices) handed out to the waiting jobs in the fair order (Scheduler docs)."""
 
     def __init__(self, name: str, tokens: list[int]):
         self.name, self.free, self.size = name, list(tokens), len(tokens)
-        self.waiting: collections.deque = collections.deque()
+        self.waiting: list[_Waiting] = []
         self.running = 0
+        self.running_of: collections.Counter = collections.Counter()  # student or group -> jobs holding a token
+        self.started_at: dict = {}  # student or group -> when its last job took a token (while it has jobs here)
         self.mean_seconds = 5.0 if name == "cpu" else 20.0  # running mean of job durations, for "try again in"
 
     def eta(self, ahead: int) -> float:
         return self.mean_seconds * (ahead + self.running) / max(1, self.size)
+
+    def order(self) -> list[_Waiting]:
+        """The waiting jobs in the order they get tokens: the group, then the student, with the fewest jobs running,
+        then the one whose last job started longest ago, then the oldest job."""
+        def rank(w: _Waiting):
+            return (self.running_of[w.group], self.started_at.get(w.group, -math.inf),
+                    self.running_of[("student", w.session)], self.started_at.get(("student", w.session), -math.inf),
+                    w.seq)
+        return sorted(self.waiting, key=rank)
+
+    def take(self, w: _Waiting) -> int:
+        self.waiting.remove(w)
+        self.running += 1
+        now = time.monotonic()
+        for key in {w.group, ("student", w.session)}:
+            self.running_of[key] += 1
+            self.started_at[key] = now
+        return self.free.pop(0)
+
+    def give_back(self, w: _Waiting, token: int) -> None:
+        self.free.append(token)
+        self.free.sort()
+        self.running -= 1
+        for key in {w.group, ("student", w.session)}:
+            self.running_of[key] -= 1
+            if self.running_of[key] <= 0:
+                del self.running_of[key]
+
+    def forget(self, keep: set) -> None:
+        """Forget when groups and students with no job here any more last started one."""
+        if len(self.started_at) > 4 * len(keep) + 64:
+            self.started_at = {k: t for k, t in self.started_at.items() if k in keep}
 
 
 class Scheduler:
@@ -49,27 +111,37 @@ class Scheduler:
         self.session_inflight = settings.session_inflight  # running + waiting, per session
         self.session_burst = settings.session_burst        # jobs a session may start back to back ...
         self.session_rate = settings.session_rate          # ... then this many per second
+        # Per client address where names are free (Student.address): in flight, and the bucket scaled alike.
+        self.address_inflight = settings.address_inflight
+        self.address_scale = max(1.0, settings.address_inflight / max(1, settings.session_inflight))
         self.cond = threading.Condition()
         self.resources = {"cpu": Resource("cpu", list(range(cpu_slots))), "gpu": Resource("gpu", gpus)}
-        self.inflight: collections.Counter = collections.Counter()
-        self.buckets: dict[str, tuple[float, float]] = {}  # session -> (tokens, time of last refill)
+        self.inflight: collections.Counter = collections.Counter()  # student, or ("address", A) -> running+waiting
+        self.buckets: dict = {}  # student, or ("address", A) -> (tokens, time of last refill)
+        self.seq = 0
 
     # -- admission ------------------------------------------------------------------------------------------------
-    def _take_token(self, session: str) -> float:
-        """0 if the session may start a job now, else the seconds until it may."""
+    def _take_token(self, key, scale: float = 1.0) -> float:
+        """0 if `key` may start a job now, else the seconds until it may (its bucket: the burst and rate times
+        `scale`). A token is taken only when the answer is 0."""
         now = time.monotonic()
-        tokens, last = self.buckets.get(session, (self.session_burst, now))
-        tokens = min(self.session_burst, tokens + (now - last) * self.session_rate)
+        burst, rate = self.session_burst * scale, self.session_rate * scale
+        tokens, last = self.buckets.get(key, (burst, now))
+        tokens = min(burst, tokens + (now - last) * rate)
         if tokens < 1:
-            self.buckets[session] = (tokens, now)
-            return (1 - tokens) / self.session_rate
-        self.buckets[session] = (tokens - 1, now)
-        if len(self.buckets) > 10000:  # forget sessions idle long enough to have a full bucket again
+            self.buckets[key] = (tokens, now)
+            return (1 - tokens) / rate
+        self.buckets[key] = (tokens - 1, now)
+        if len(self.buckets) > 10000:  # forget keys idle long enough to have a full bucket again
             full = self.session_burst / self.session_rate
             self.buckets = {s: b for s, b in self.buckets.items() if now - b[1] < full}
         return 0.0
 
-    def _admit(self, kind: str, session: str) -> None:
+    def _give_token_back(self, key) -> None:
+        tokens, last = self.buckets[key]
+        self.buckets[key] = (tokens + 1, last)
+
+    def _admit(self, kind: str, session: str, address: str | None) -> None:
         res = self.resources[kind]
         waiting = sum(len(r.waiting) for r in self.resources.values())
         if waiting >= self.queue_limit:
@@ -78,9 +150,18 @@ class Scheduler:
             if self.inflight[session] >= self.session_inflight:
                 raise Busy(f"you already have {self.inflight[session]} jobs running or waiting; wait for one to "
                            "finish", res.eta(0))
+            place = ("address", address)
+            if address is not None and self.inflight[place] >= self.address_inflight:
+                raise Busy(f"{self.inflight[place]} jobs from your address are running or waiting, the most one "
+                           "address may have under the class password; wait for one to finish", res.eta(0))
             wait = self._take_token(session)
             if wait > 0:
                 raise Busy("too many jobs from this session in a short time", wait)
+            if address is not None:
+                wait = self._take_token(place, self.address_scale)
+                if wait > 0:
+                    self._give_token_back(session)
+                    raise Busy("too many jobs from this address in a short time", wait)
 
     # -- a slot ---------------------------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -91,10 +172,14 @@ class Scheduler:
         res = self.resources[kind]
         if res.size == 0:
             raise Busy(f"this server has no {kind} to run the job on", 0)
-        ticket = object()
+        address = getattr(session, "address", None)
+        counted = [session] + ([("address", address)] if address is not None and session != ANONYMOUS else [])
         with self.cond:
-            self._admit(kind, session)
-            self.inflight[session] += 1
+            self._admit(kind, session, address)
+            for key in counted:
+                self.inflight[key] += 1
+            self.seq += 1
+            ticket = _Waiting(str(session), ("address", address) if address else ("student", str(session)), self.seq)
             res.waiting.append(ticket)
         token = None
         try:
@@ -102,11 +187,9 @@ class Scheduler:
             deadline = time.monotonic() + give_up if give_up else None
             with self.cond:
                 while True:
-                    ahead = res.waiting.index(ticket)
+                    ahead = res.order().index(ticket)
                     if ahead == 0 and res.free:
-                        res.waiting.popleft()
-                        token = res.free.pop(0)
-                        res.running += 1
+                        token = res.take(ticket)
                         break
                     position = ahead + (0 if res.free else 1)
                     if position != reported:
@@ -134,12 +217,13 @@ class Scheduler:
                     with contextlib.suppress(ValueError):
                         res.waiting.remove(ticket)
                 else:
-                    res.free.append(token)
-                    res.free.sort()
-                    res.running -= 1
-                self.inflight[session] -= 1
-                if self.inflight[session] <= 0:
-                    del self.inflight[session]
+                    res.give_back(ticket, token)
+                for key in counted:
+                    self.inflight[key] -= 1
+                    if self.inflight[key] <= 0:
+                        del self.inflight[key]
+                res.forget({key for w in res.waiting for key in (w.group, ("student", w.session))}
+                           | set(res.running_of))
                 self.cond.notify_all()
 
     def snapshot(self) -> dict:
@@ -147,7 +231,7 @@ class Scheduler:
             out = {k: {"running": r.running, "waiting": len(r.waiting), "slots": r.size,
                        "mean_job_seconds": round(r.mean_seconds, 2)} for k, r in self.resources.items()}
             out["limit"] = self.queue_limit
-            out["sessions"] = len(self.inflight)
+            out["sessions"] = sum(isinstance(k, str) for k in self.inflight)
             return out
 
 

@@ -26,7 +26,7 @@ from . import hardware, ray_backend, sandbox
 from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
 from .job import bound_answer, error
 from .pool import Pool
-from .queue import Busy, Scheduler, Stopped, Stops
+from .queue import Busy, Scheduler, Stopped, Stops, Student
 
 log = logging.getLogger("playground.jobs")
 ACTIONS = ("compile", "run", "tune", "sweep", "build_submission", "grade", "ir", "profile", "memcheck")
@@ -120,6 +120,7 @@ def run_job(action: str, kernel: str, source: str | None = None, params: dict | 
             on_progress: Callable[[str, float], None] | None = None, timeout: float | None = None,
             owner: str | None = None) -> dict:
     """Run one compile/run/tune/sweep in a sandboxed process of its own; block until it answers; never raise.
+    `session`: the student the limits count (a queue.Student also names its address where names are free);
     `owner` (the page's browser tab) may stop it: stop(owner)."""
     def progress(what: str, fraction: float) -> None:
         if on_progress:
@@ -129,8 +130,8 @@ def run_job(action: str, kernel: str, source: str | None = None, params: dict | 
                 pass
     asked = time.monotonic()  # a stop from now on reaches this job, wherever it waits
     try:
-        return _run_job(action, kernel, source, params, arch, options, str(session or "anon"), progress, timeout,
-                        owner, asked)
+        student = session if isinstance(session, Student) and session else str(session or "anon")  # (its address)
+        return _run_job(action, kernel, source, params, arch, options, student, progress, timeout, owner, asked)
     except Exception as exc:
         log.exception("run_job failed")
         return error(action, str(kernel), "internal", f"{type(exc).__name__}: {exc}"[:500],

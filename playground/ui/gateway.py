@@ -152,11 +152,14 @@ def student_of(request) -> str:
     """Who the per-student limits (playground/jobs/queue.py) count a request against: the logged-in user (the login's
     user name, or a reverse proxy's user header), else the client's address; never the Gradio session id, which the
     client chooses (a script opening new sessions would get past the limits). Without a login, students behind one
-    address share its limits: a class server asks for a login (README: For a class)."""
+    address share its limits: a class server asks for a login (README: For a class). Where one person may log in
+    under any name (a class password, no roster), the login's key also carries the address, which the job queue
+    counts too (queue.Student)."""
     name = getattr(request, "username", None) if request is not None else None
+    from .classroom import classroom, client_address  # the one rule for an address (a trusted proxy's X-Forwarded-For)
     if name:
-        return f"user:{name}"
-    from .classroom import client_address  # the one rule for an address (a trusted proxy's X-Forwarded-For)
+        from playground.jobs.queue import Student
+        return Student(f"user:{name}", client_address(request) if classroom().names_are_free() else None)
     host = client_address(request)
     return f"address:{host}" if host else "anon"
 
