@@ -227,9 +227,9 @@ def vector_add_doing(*lines: str, returned: str = "main") -> str:
     return VECTOR_ADD.format(body="".join(f"                    {line}\n" for line in lines), returned=returned)
 
 
-# Skips its work when its output already holds values (NaN is the poison; NaN != NaN): timed on outputs left from
+# Skips its work when its output already holds values (NaN is the poison): timed on outputs left from
 # the call before, each call would only read C.
-SKIPS_WHEN_FILLED = vector_add_doing("if C[j] != C[j]:", "    C[j] = A[j] + B[j]")
+SKIPS_WHEN_FILLED = vector_add_doing("if T.isnan(C[j]):", "    C[j] = A[j] + B[j]")
 # Zeroes its inputs and its output: with the reference computed from the inputs after the kernel ran, error 0.
 ZEROES_ITS_INPUTS = vector_add_doing("A[j] = T.cast(0, dtype)", "B[j] = T.cast(0, dtype)", "C[j] = T.cast(0, dtype)")
 # Sets its own compile flags (a pass config TileLang hands to nvcc).
