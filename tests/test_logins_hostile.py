@@ -152,10 +152,11 @@ def test_the_page_header_names_who_is_logged_in_and_offers_to_log_out(tmp_path):
             scope = {"type": "http", "client": ("10.0.0.1", 40000), "headers": [], "method": "GET", "path": "/",
                      "query_string": b""}
             return gr.Request(request=Request(scope), username=user)
-        html = shows[0].fn(request("Ada <Lovelace>"))
-        assert "Ada &lt;Lovelace&gt;" in html and "<Lovelace>" not in html
+        shown = shows[0].fn(request("Ada <Lovelace>"))
+        html = shown["value"]
+        assert shown["visible"] and "Ada &lt;Lovelace&gt;" in html and "<Lovelace>" not in html
         assert 'href="logout"' in html and "Log out" in html
-        assert shows[0].fn(request(None)) == "", "no login, nobody to name"
+        assert shows[0].fn(request(None))["visible"] is False, "no login, nobody to name"
     finally:
         cls.install(None)
 

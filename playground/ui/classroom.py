@@ -1038,12 +1038,13 @@ def who_html(user: str | None, logout: bool = True) -> str:
     if not user:
         return ""
     link = ' · <a href="logout">Log out</a>' if logout else ""
-    return f'<div class="pg-who" style="text-align: right">Logged in as <b>{_esc(user)}</b>{link}</div>'
+    return (f'<div class="pg-who" style="text-align: right; font-size: 0.9rem">Logged in as <b>{_esc(user)}</b>'
+            f'{link}</div>')
 
 
 def build_who(page) -> None:
-    """In the page's header: who is logged in (filled on load, wire)."""
-    page.who = gr.HTML("", elem_id="pg-who")
+    """Under the page's title: who is logged in (filled on load, wire)."""
+    page.who = gr.HTML("", elem_id="pg-who", visible=False)
 
 
 def build_share(page) -> None:
@@ -1136,7 +1137,8 @@ def wire(page, demo) -> None:
     demo.load(keep_draft, page.draft, page.kept_draft, **light)
 
     def logged_in(request: gr.Request):
-        return who_html(user_of(request), logout=not classroom().settings.user_header)
+        html = who_html(user_of(request), logout=not classroom().settings.user_header)
+        return gr.update(value=html, visible=bool(html))  # (no login: no line at all)
     if getattr(page, "who", None) is not None:
         demo.load(logged_in, None, page.who, **light)
 

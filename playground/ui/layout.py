@@ -145,7 +145,7 @@ class Page:
                 gr.HTML('<div class="pg-title">TileLang <span class="accent">Playground</span></div>'
                         '<div class="pg-sub">Edit a TileLang kernel, see the CUDA it becomes, check it and time it '
                         'against PyTorch.</div>')
-                classroom.build_who(self)  # who is logged in, and Log out
+            classroom.build_who(self)  # who is logged in, and Log out
             self.banner = gr.HTML("", elem_id="pg-banner")
             self.build_toolbar(first)
             own_kernel.build(self)
