@@ -86,8 +86,9 @@ class Settings:
                            "`0`")
     # -- the job layer -------------------------------------------------------------------------------------------
     sandbox: str = setting("bwrap", "PLAYGROUND_SANDBOX",
-                           "`bwrap`: each job in a bubblewrap sandbox where the host allows it; `none`: plain "
-                           "processes with limits only")
+                           "`bwrap`: each job in a bubblewrap sandbox; where the host cannot make one, no job runs "
+                           "(every job, the page and `/health` say why and how to fix it); `none`: jobs run as "
+                           "plain processes with limits only, on purpose")
     job_uids: bool = setting(True, "PLAYGROUND_JOB_UIDS", "`0`: a root server does not give each job a uid of its own",
                              "`1`")
     job_uid_base: int = setting(61000, "PLAYGROUND_JOB_UID_BASE", "the first of the 1000 uids a root server gives jobs")

@@ -4,6 +4,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -601,6 +602,82 @@ def test_one_persons_endless_loops_under_many_names_delay_a_classmate_by_at_most
     assert started, answer.get("error")
     assert started[0] - asked < length, f"the classmate's compile waited {started[0] - asked:.0f} s for a slot"
     assert answer["ok"], answer["error"]
+
+
+# A server in a container started without the README's two --security-opt flags: Docker's default system call
+# filter refuses the namespaces bubblewrap makes each job's sandbox of (unshare, mount, clone with a namespace flag).
+# The same refusal, made by the kernel for the whole server process, before it starts the page and its job layer.
+WITHOUT_NAMESPACES = r"""
+import errno, pyseccomp as seccomp
+from playground.jobs.sandbox import CLONE_NEW_FLAGS
+f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+for name in ("unshare", "setns", "mount", "umount2", "pivot_root"):
+    f.add_rule(seccomp.ERRNO(errno.EPERM), name)
+for bit in range(32):
+    if CLONE_NEW_FLAGS & (1 << bit):
+        f.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, 1 << bit, 1 << bit))
+f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+f.load()
+"""
+SERVE_AND_COMPILE = r"""
+import json, socket, sys, httpx
+from playground import jobs
+from playground.settings import Settings
+from playground.ui import gateway, serve, views
+settings = Settings.from_env().install()
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+demo, _, _ = serve("127.0.0.1", port, "class-pw", prevent_thread_lock=True, quiet=True, settings=settings)
+marker = "/tmp/playground-unsandboxed-" + str(port)
+text = open("kernels/vector_add.py").read().replace("import tilelang.language as T\n",
+    "import tilelang.language as T\nopen(" + repr(marker) + ", 'w').write('a job wrote the server machine')\n", 1)
+answer = jobs.run_job("compile", "vector_add", text, {}, session="student")
+health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=60)
+import os
+wrote = os.path.exists(marker)
+if wrote:
+    os.unlink(marker)
+print("RESULT" + json.dumps({"answer": {k: answer.get(k) for k in ("ok", "error")}, "health": health.json(),
+                             "status": health.status_code, "details": gateway.health(),
+                             "banner": views.banner_html(gateway.health()), "wrote": wrote}))
+demo.close()
+jobs.shutdown()
+"""
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("setting", [None, "none"], ids=["sandbox-wanted", "PLAYGROUND_SANDBOX=none"])
+def test_a_server_that_cannot_make_the_sandbox_runs_no_job_unless_told_to_and_says_so(setting, tmp_path):
+    if not sandbox.shutil.which("bwrap"):
+        pytest.skip("needs bubblewrap, to see it refused")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLAYGROUND_SANDBOX")}
+    env["PLAYGROUND_JOBS_DIR"] = str(tmp_path / "jobs")
+    if setting:
+        env["PLAYGROUND_SANDBOX"] = setting
+    proc = subprocess.run([sys.executable, "-c", WITHOUT_NAMESPACES + SERVE_AND_COMPILE], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=500)
+    assert "RESULT" in proc.stdout, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.split("RESULT", 1)[1].splitlines()[0])
+    # health: GET /health without a login (the class has a password); details: what a logged-in user's says
+    answer, health, details, banner = seen["answer"], seen["health"], seen["details"], seen["banner"]
+    assert details["sandbox"] == "none"
+    if setting is None:  # the sandbox was wanted: no job runs, and the answer, /health and the page say why and how
+        assert not answer["ok"] and not seen["wrote"], "user code ran without the sandbox"
+        message = answer["error"]["message"]
+        for what in (message, details["sandbox_why"], health["jobs_refused"], banner):
+            assert "no job runs on this server" in what and "--security-opt" in what, what
+            assert "PLAYGROUND_SANDBOX=none" in what, what
+        assert "bwrap" in message, "the cause, as bubblewrap said it"
+        assert seen["status"] == 503 and health["ok"] is False and details["jobs"] == "refused"
+        assert set(health) == {"ok", "jobs_refused"}, "without a login, only up or down, and why no job runs"
+        assert "NO JOB RUNS" in proc.stderr, "the start-up log says so too"
+    else:  # the admin chose to run jobs without the sandbox: they run, and everything says they are not sandboxed
+        assert answer["ok"] or answer["error"]["stage"] != "internal", answer["error"]
+        assert seen["wrote"], "the job ran, unsandboxed, as the admin asked"
+        assert seen["status"] == 200 and health == {"ok": True} and details["jobs"] == "run"
+        assert "PLAYGROUND_SANDBOX=none" in details["sandbox_why"] and "not sandboxed" in banner
+        assert "JOBS ARE NOT SANDBOXED" in proc.stderr
 
 
 def test_closing_a_pool_waits_for_a_spare_being_started_and_removes_it():

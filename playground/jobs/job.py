@@ -134,6 +134,8 @@ class Job:
     def __init__(self, gpu: bool, gpu_index: int | None = None, settings: Settings | None = None):
         self.gpu, self.gpu_index = gpu, gpu_index
         self.settings = settings = settings or current()
+        if sandbox.mode(settings).refused:  # the sandbox is wanted and cannot be made: no worker starts
+            raise sandbox.Refused(sandbox.mode(settings).refused)
         self.uids = sandbox.uid_pool(settings)
         self.uid = self.uids.take() if sandbox.use_job_uids(settings) else None
         try:

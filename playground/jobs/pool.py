@@ -14,6 +14,7 @@ import threading
 import time
 
 from ..settings import Settings, current
+from . import sandbox
 from .job import Job
 
 log = logging.getLogger("playground.jobs")
@@ -40,7 +41,10 @@ class Pool:
         return job
 
     def fill(self) -> None:
-        """Top the spares up to `size` (called after each take, in a background thread)."""
+        """Top the spares up to `size` (called after each take, in a background thread); none where no job may run
+        (sandbox.Mode.refused)."""
+        if sandbox.mode(self.settings).refused:
+            return
         with self.lock:
             if self.closed:
                 return

@@ -37,6 +37,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
+from . import sandbox
 from .job import error
 
 log = logging.getLogger("playground.jobs")
@@ -83,7 +84,12 @@ class GpuWorker:
         with self.one_job:
             started = time.time()
             self.now = ("starting", 0.0)
-            job = self.pool.take()
+            try:
+                job = self.pool.take()
+            except sandbox.Refused as refused:  # this node cannot make the sandbox: no job runs on it
+                self.now = None
+                return {**error(request["action"], request["kernel"], "internal", str(refused)),
+                        "ran_on": self.where()}
             try:
                 _seed_ceilings(self, job)
                 result = job.run(request, timeout, self._progress)
@@ -113,7 +119,10 @@ def compile_task(request: dict, timeout: float) -> dict:
         _compile_pool = Pool(False, 1)
         atexit.register(_compile_pool.close)
     started = time.time()
-    job = _compile_pool.take()
+    try:
+        job = _compile_pool.take()
+    except sandbox.Refused as refused:  # this node cannot make the sandbox: no job runs on it
+        return error(request["action"], request["kernel"], "internal", str(refused))
     try:
         result = job.run(request, timeout, lambda *_: None)
     finally:

@@ -165,6 +165,8 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     except StageError as err:
         return error(action, kernel, err.stage, err.message, line=err.line)
     st = state()
+    if st.mode.refused and not st.cluster:  # (on a Ray cluster jobs run on the nodes, each with its own sandbox)
+        return error(action, kernel, "internal", st.mode.refused)
     gpu = action in GPU_ACTIONS
     if gpu and not st.gpus:
         return error(action, kernel, "device", NO_GPU)
@@ -364,8 +366,11 @@ def health() -> dict:
     try:
         st = state()
         gpus = st.gpus if st.cluster else hardware.gpus(st.settings)
+        refused = st.mode.refused if not st.cluster else None
         return {
-            "ok": True,
+            "ok": not refused,  # a server that runs no job is not healthy (Docker's HEALTHCHECK: unhealthy)
+            "jobs": "refused" if refused else "run",
+            "jobs_refused": refused,  # why no job runs, and the fix (sandbox.REFUSED)
             "gpu": gpus[0]["name"] if gpus else None,
             "gpus": gpus,
             "sandbox": st.mode.kind,

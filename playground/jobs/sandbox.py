@@ -12,8 +12,10 @@ Two ways to run bwrap, chosen by who the server is:
   from the job_uid_base setting), so RLIMIT_NPROC counts that job alone and the job cannot read the server's root-owned files.
 - server is an ordinary user (the Docker image): bwrap makes a user namespace; RLIMIT_NPROC, set inside it by the
   worker, counts the processes of that namespace.
-Where bwrap cannot create namespaces (some container hosts forbid it), jobs run as plain processes in their own
-session with the same limits and a cleared environment, and `health()` and the start-up log say so.
+Where bwrap cannot create namespaces (a container started without the README's two `--security-opt` flags, a host
+without bubblewrap), no job runs: every job answers why and how to fix it, and `health()`, the page's banner and the
+start-up log say so. Only where the admin sets PLAYGROUND_SANDBOX=none on purpose do jobs run as plain processes in
+their own session, with the same limits and a cleared environment (and everything says they are not sandboxed).
 """
 from __future__ import annotations
 
@@ -326,9 +328,27 @@ def bwrap_command(job_dir: Path, argv: list[str], gpu: bool, privileged: bool,
 
 
 # -- which sandbox this host allows -----------------------------------------------------------------------------
+class Refused(RuntimeError):
+    """No job may start here: the sandbox is wanted but cannot be made (the message says why and how to fix it)."""
+
+
+REFUSED = ("no job runs on this server: the sandbox cannot be made here ({why}). The fix: start the container with "
+           "the README's two flags, --security-opt seccomp=deploy/seccomp-bwrap.json --security-opt "
+           "systempaths=unconfined (elsewhere: install bubblewrap and allow user namespaces); or, to run students' "
+           "code without a sandbox on purpose, set PLAYGROUND_SANDBOX=none")
+
+
 class Mode:
-    def __init__(self, kind: str, why: str, privileged: bool = False):
-        self.kind, self.why, self.privileged = kind, why, privileged
+    """How jobs run here: kind "bwrap" (sandboxed) or "none" (plain processes); `refused`, where the sandbox is wanted
+    and cannot be made: why no job runs (kind "none", and nothing starts)."""
+
+    def __init__(self, kind: str, why: str, privileged: bool = False, refused: str | None = None):
+        self.kind, self.why, self.privileged, self.refused = kind, why, privileged, refused
+
+    @classmethod
+    def refusing(cls, why: str) -> "Mode":
+        message = REFUSED.format(why=why)
+        return cls("none", message, refused=message)
 
     def to_json(self, settings: Settings | None = None) -> dict:
         return {"kind": self.kind, "why": self.why,
@@ -345,7 +365,9 @@ def mode(settings: Settings | None = None) -> Mode:
     with _mode_lock:
         if _mode is None:
             _mode = _probe(settings or current())
-            if _mode.kind == "none":
+            if _mode.refused:
+                log.error("NO JOB RUNS: %s", _mode.refused)
+            elif _mode.kind == "none":
                 log.warning("JOBS ARE NOT SANDBOXED: %s. Student code runs as plain processes with resource limits "
                             "only: it can read what the server can read and reach the network.", _mode.why)
             else:
@@ -355,9 +377,11 @@ def mode(settings: Settings | None = None) -> Mode:
 
 def _probe(settings: Settings) -> Mode:
     if settings.sandbox == "none":
-        return Mode("none", "turned off by PLAYGROUND_SANDBOX=none")
+        return Mode("none", "turned off by PLAYGROUND_SANDBOX=none: jobs run as plain processes with limits only")
+    if settings.sandbox != "bwrap":
+        return Mode.refusing(f"PLAYGROUND_SANDBOX={settings.sandbox!r} is neither bwrap nor none")
     if shutil.which("bwrap") is None:
-        return Mode("none", "bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+        return Mode.refusing("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
     privileged = os.geteuid() == 0
     job_dir = make_job_dir(None, settings)
     try:
@@ -368,10 +392,10 @@ def _probe(settings: Settings) -> Mode:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30,
                                   env=job_env(INSIDE, None, None, settings))
         except (OSError, subprocess.SubprocessError) as exc:
-            return Mode("none", f"bwrap failed to start: {exc}")
+            return Mode.refusing(f"bwrap failed to start: {exc}")
         if proc.returncode != 0 or proc.stdout.strip() != "ok":
-            return Mode("none", f"bwrap cannot create the sandbox on this host: "
-                                f"{(proc.stderr.strip() or proc.stdout.strip())[-300:]}")
+            return Mode.refusing(f"bwrap cannot create the sandbox on this host: "
+                                 f"{(proc.stderr.strip() or proc.stdout.strip())[-300:]}")
         how = "privileged, no user namespace, a uid per job" if privileged else "user namespace"
         return Mode("bwrap", f"bwrap {_bwrap_version()}, {how}, no network", privileged)
     finally:

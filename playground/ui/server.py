@@ -427,8 +427,9 @@ def add_health_route(app) -> None:
     async def health(request: Request):
         body = gateway.health()
         code = 200 if body.get("ok", True) else 503
-        if not await logged_in(app, request):
-            body = {"ok": bool(body.get("ok", True))}
+        if not await logged_in(app, request):  # (why no job runs, where none does, is for anyone to read)
+            body = {"ok": bool(body.get("ok", True)), **({"jobs_refused": body["jobs_refused"]}
+                                                           if body.get("jobs_refused") else {})}
         return JSONResponse(body, status_code=code)
     app.add_api_route("/health", health, methods=["GET"], include_in_schema=False)
     # Gradio has no catch-all route today; put ours first anyway so that none added later can shadow it.
