@@ -24,7 +24,6 @@ import pytest
 from conftest import ROOT
 from playground import jobs
 from playground.jobs import runner, sandbox
-from playground.settings import current
 
 HOSTILE = ROOT / "tests" / "hostile"
 NAMES = sorted(p.stem for p in HOSTILE.glob("*.py") if not p.stem.startswith("gpu_"))
@@ -102,7 +101,9 @@ def settle(st, timeout=90.0):
 
 
 def leftovers(st) -> dict:
-    """Processes and folders of finished jobs: everything of the jobs' kind that is not a current spare."""
+    """Processes and folders of this server's finished jobs: its descendants and the processes of the job uids it
+    gave out, its job folders, files of its job uids in /tmp; less its current spares. Another server's on this
+    machine (a developer's app, a test run beside this one) are not counted."""
     spares = set().union(*(p.pids() for p in st.pools.values()))
     spare_dirs = {j.dir for p in st.pools.values() for j in p.spares}
     procs = set()
@@ -114,8 +115,7 @@ def leftovers(st) -> dict:
             continue
         procs.add(p)
     for p in psutil.process_iter(["uids"]):
-        uid = p.info["uids"].real
-        if _is_job_uid(uid) and not held_elsewhere(uid):
+        if _ours(p.info["uids"].real):  # (a process that left the job's tree, possible without bwrap)
             procs.add(p)
     alive = []
     for p in procs:
@@ -137,16 +137,16 @@ def _cmdline(p) -> list[str]:
         return []
 
 
-def _is_job_uid(uid: int) -> bool:
-    base = current().job_uid_base
-    return base <= uid < base + sandbox.JOB_UID_COUNT
+def _ours(uid: int) -> bool:
+    """A job uid this server gave out, not held now by another server (which took it after this one's job ended)."""
+    return uid in sandbox.uid_pool().given and not held_elsewhere(uid)
 
 
 def held_elsewhere(uid: int) -> bool:
     """Another server on this machine (a developer's app, a parallel test run) holds this job uid now."""
     if uid in sandbox.uid_pool().held:
         return False
-    path = sandbox.jobs_root().parent / "uids" / str(uid)
+    path = sandbox.uid_lock_folder() / str(uid)
     try:
         fd = os.open(path, os.O_RDWR)
     except OSError:
@@ -165,7 +165,7 @@ def _owned_by_job_uid(p: Path) -> bool:
         uid = p.lstat().st_uid
     except OSError:
         return False
-    return _is_job_uid(uid) and not held_elsewhere(uid)
+    return _ours(uid)
 
 
 @pytest.fixture
@@ -267,6 +267,45 @@ def test_gpu_corpus_compiles_here_so_the_gpu_run_tests_its_harm(name, server):
     assert r["ok"], r["error"]
     marker = {"gpu_hang": "while (1)", "gpu_oob_write": "1099511627776", "gpu_memory_bomb": ""}[name]
     assert marker in r["cuda"]
+
+
+OTHER_SERVER = """
+import pathlib, sys, time
+from playground import jobs
+from playground.jobs import runner
+jobs.start()
+while not all(p.idle() for p in runner.state().pools.values()):
+    time.sleep(0.2)
+pathlib.Path(sys.argv[1]).write_text("ready")
+while pathlib.Path(sys.argv[1]).exists():
+    time.sleep(0.2)
+jobs.shutdown()
+"""
+
+
+@pytest.mark.timeout(300)
+def test_the_leftover_count_is_of_this_servers_jobs_only(server, tmp_path):
+    """Another server on the machine (a developer's app, a second test run), not started by this one: its workers,
+    with job uids of their own, are not this server's leftovers."""
+    import subprocess
+    import sys
+    ready = tmp_path / "ready"
+    env = {**os.environ, "PLAYGROUND_JOBS_DIR": str(tmp_path / "other-jobs")}
+    # setsid -f: the other server is nobody's child here, as one started from another shell would be.
+    subprocess.run(["setsid", "-f", sys.executable, "-c", OTHER_SERVER, str(ready)], cwd=ROOT, env=env, check=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not ready.exists():
+            assert time.monotonic() < deadline, "the other server did not start"
+            time.sleep(0.2)
+        other = next(p for p in psutil.process_iter(["cmdline"]) if str(ready) in (p.info["cmdline"] or []))
+        assert other.ppid() != os.getpid() and other not in psutil.Process().children(recursive=True)
+        assert any("playground.jobs.worker" in " ".join(_cmdline(p)) for p in other.children(recursive=True)), \
+            "the other server's workers are running"
+        settle(server)
+        assert leftovers(server) == {"processes": [], "job_dirs": [], "files": []}
+    finally:
+        ready.unlink(missing_ok=True)  # the other server shuts down
 
 
 # -- values out of range (threat model: "values not range-checked") ------------------------------------------------

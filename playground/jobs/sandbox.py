@@ -101,6 +101,7 @@ class UidPool:
     def __init__(self, base: int, count: int):
         self.base, self.count = base, count
         self.held: dict[int, int] = {}  # uid -> fd of its lock file
+        self.given: set[int] = set()  # every uid this server has given a job (a finished job's process has one)
         self.lock = threading.Lock()
 
     def take(self) -> int:
@@ -117,6 +118,7 @@ class UidPool:
                     os.close(fd)
                     continue
                 self.held[uid] = fd
+                self.given.add(uid)
                 return uid
         raise RuntimeError("no free job uid")
 
