@@ -30,7 +30,9 @@ WATCH_EVERY = 0.5    # seconds between two looks at a job's memory, disk and pro
 # ptxas's log 1 KB, an error's log is clipped to 20,000 characters by the engine, a pass's IR 52 KB, a submission's TIR
 # 44 KB), and says "(cut at N MiB)": what the page highlights, caches and copies stays that small, whatever a job
 # sends. A profile's answer may carry the Nsight Compute report on top (base64; the engine sends one up to 16 MiB).
-TEXT_CAPS = {"cuda": MiB, "host": MiB, "ptx": 2 * MiB, "sass": 2 * MiB, "log": MiB, "ptxas_log": MiB}
+# 1 MiB each: twice the largest (SASS, PTX), and more than the page shows of either (its first 20,000 lines: about
+# 0.6 MiB of PTX); the page's highlighting costs some 40 times a text's size for a while.
+TEXT_CAPS = {"cuda": MiB, "host": MiB, "ptx": MiB, "sass": MiB, "log": MiB, "ptxas_log": MiB}
 OTHER_TEXT_CAP = MiB        # any other text of an answer (a `..._b64` file's bytes excepted)
 REPORT_BYTES = 22 * MiB     # a profile's report in base64 (engine/profile.py's REPORT_LIMIT, 16 MiB, times 4/3)
 ANSWER_VALUES = 200_000     # numbers, lists, objects of a large answer (the shipped kernels': a few thousand)
