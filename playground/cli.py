@@ -61,8 +61,8 @@ def time_limit(seconds: float | None):
 def execute(action: str, kernel_name: str, source: str | None = None, params: dict | None = None,
             arch: str | None = None, workdir: str | None = None, **options) -> dict:
     """One engine call as JSON: what the command line prints and what a job returns. Never raises for user errors."""
-    from .engine import catalogue, ranges
-    from .engine.user_kernel import entry_from
+    from .engine import ranges
+    from .engine.kernel import entry_from, load
     result: dict = {"ok": False, "kernel": kernel_name, "action": action}
     try:
         with contextlib.redirect_stdout(sys.stderr):  # a print() in the user's code must not corrupt our JSON
@@ -75,7 +75,7 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
             if source is not None and options.get("progress"):  # a loop at its top level shows up as this stage
                 options["progress"]("importing: running the file's top level", 0.02)
             # kernel_name: a catalogue kernel, a file's path, or "" with the source; `entry` picks among several
-            kernel = catalogue.load(kernel_name, source, workdir, entry=entry_from(params))
+            kernel = load(kernel_name, source, workdir, entry=entry_from(params))
             if action == "describe":  # the parameters the page builds its controls from
                 return _jsonable({"ok": True, "action": action, "kernel": kernel.name, **kernel.describe(),
                                   "error": None})
@@ -212,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     Settings.from_env().install()  # the one read of the environment; the engine asks `current()` from here on
 
     if args.action == "list":
-        from .engine import catalogue
-        kernels = [catalogue.load(n).describe() for n in catalogue.builtin_names()]
+        from .engine.kernel import builtin_names, load
+        kernels = [load(n).describe() for n in builtin_names()]
         if args.json:
             print(json.dumps(_jsonable(kernels), indent=1))
         else:

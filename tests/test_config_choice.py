@@ -11,8 +11,8 @@ import pytest
 
 from conftest import ROOT
 from playground import settings
-from playground.engine import catalogue, config_choice
-from playground.engine.measure import problem_label
+from playground.engine import config_choice
+from playground.engine.kernel import loader, problem_label
 from playground.engine.tune import store_best
 
 KERNELS = ["vector_add", "gemm", "gemm_epilogue", "softmax", "flash_attention"]
@@ -55,7 +55,7 @@ def factory_tile(kernel):
     ("vector_add", dict(N=3_000_000), {"block_N": 2048, "threads": 256}),
 ])
 def test_the_default_off_the_presets_comes_from_the_kernel_files_rule(own_data, name, problem, expected):
-    kernel = catalogue.load(name)
+    kernel = loader.load(name)
     assert problem not in kernel.presets.values()
     config = kernel.resolve(problem)
     assert config.picked_by == "rule" and config.to_json()["picked_by"] == "rule"
@@ -64,7 +64,7 @@ def test_the_default_off_the_presets_comes_from_the_kernel_files_rule(own_data, 
 
 
 def test_the_gemm_rule_keeps_its_large_tile_where_the_last_round_is_full_and_not_where_it_is_not(own_data):
-    gemm = catalogue.load("gemm")
+    gemm = loader.load("gemm")
     large = [dict(M=4096, N=4096, K=4096), dict(M=8192, N=8192, K=8192), dict(M=4096, N=14336, K=4096),
              dict(M=6144, N=6144, K=6144), dict(M=16384, N=256, K=4096)]
     for problem in large:
@@ -77,7 +77,7 @@ def test_the_gemm_rule_keeps_its_large_tile_where_the_last_round_is_full_and_not
 
 
 def test_the_rule_follows_the_problem_not_one_fixed_config(own_data):
-    softmax = catalogue.load("softmax")
+    softmax = loader.load("softmax")
     sizes = (512, 1024, 4096, 16384, 32768, 65536, 131072, 262144)
     tiles = {n: softmax.resolve(dict(M=4096, N=n)).tile for n in sizes}
     assert len({json.dumps(t, sort_keys=True) for t in tiles.values()}) >= 3
@@ -86,7 +86,7 @@ def test_the_rule_follows_the_problem_not_one_fixed_config(own_data):
 
 def test_rows_off_16_byte_boundaries_take_the_cluster_schedule_from_8192_columns(own_data):
     # A block of its own loads such a row 2 bytes at a time; the cluster schedule keeps 16-byte loads for it.
-    softmax = catalogue.load("softmax")
+    softmax = loader.load("softmax")
     assert [softmax.module.ctas_per_row(n, "bfloat16") for n in (4001, 11111, 11112, 20001)] == [1, 2, 1, 2]
     assert softmax.module.ctas_per_row(11110, "float32") == 2 and softmax.module.ctas_per_row(11112, "float32") == 1
     assert softmax.resolve(dict(M=4096, N=11111)).tile["cluster"] == 2  # the rule's, or the table's of that class
@@ -95,7 +95,7 @@ def test_rows_off_16_byte_boundaries_take_the_cluster_schedule_from_8192_columns
 def test_head_dim_64_off_its_presets_gets_the_head_dim_64_config(own_data):
     """16×16×2048×64 is no preset: it gets the head-dim-64 config (three warpgroups taking turns), from the table
     shipped for the H200 (tuned at 4×32×8192×64) or the rule, never the head-dim-128 defaults."""
-    fa = catalogue.load("flash_attention")
+    fa = loader.load("flash_attention")
     config = fa.resolve(dict(batch=16, heads=16, seq_len=2048, dim=64, causal=False))
     assert config.picked_by in ("table", "rule")
     assert config.tile["block_M"] == 192 and config.tile["threads"] == 384 and config.tile["pingpong"] is True
@@ -105,7 +105,7 @@ def test_head_dim_64_off_its_presets_gets_the_head_dim_64_config(own_data):
 # -- the presets keep their tuned configs -------------------------------------------------------------------------
 @pytest.mark.parametrize("name", KERNELS)
 def test_every_preset_with_a_tuned_config_still_gets_it(own_data, name):
-    kernel = catalogue.load(name)
+    kernel = loader.load(name)
     for label, tuned in kernel.tuned.items():
         config = kernel.resolve({"preset": label})
         assert config.picked_by == "preset", label
@@ -120,7 +120,7 @@ def test_the_shipped_table_agrees_with_the_presets_it_was_built_from():
     assert table["gpu"] == config_choice.REFERENCE_GPU
     assert config_choice.table_file_name(table["gpu"]) == "h200.json"
     for entry in table["entries"]:
-        kernel = catalogue.load(entry["kernel"])
+        kernel = loader.load(entry["kernel"])
         tuned = kernel.tuned[entry["preset"]]
         assert kernel.presets[entry["preset"]] == entry["problem"]
         assert {k: entry["tile"][k] for k in tuned} == tuned, entry["preset"]
@@ -129,7 +129,7 @@ def test_the_shipped_table_agrees_with_the_presets_it_was_built_from():
 
 def test_a_tuned_config_is_not_reused_across_shape_classes(own_data):
     """The table's long-row softmax config (a row over 2 CTAs) is not the config of short rows."""
-    softmax = catalogue.load("softmax")
+    softmax = loader.load("softmax")
     assert softmax.resolve(dict(M=8192, N=32000)).picked_by == "table"
     short = softmax.resolve(dict(M=8192, N=8192))
     assert short.picked_by == "rule" and short.tile["cluster"] == 1
@@ -137,7 +137,7 @@ def test_a_tuned_config_is_not_reused_across_shape_classes(own_data):
 
 # -- the user's own tuning runs -----------------------------------------------------------------------------------
 def test_a_stored_tuning_run_is_reused_for_a_nearby_shape_and_reported(own_data):
-    gemm = catalogue.load("gemm")
+    gemm = loader.load("gemm")
     gpu = config_choice.gpu_model()
     tuned = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 256, "swizzle_panel": 16}
     config_choice.remember("gemm", dict(M=4096, N=4096, K=4096), "float16", tuned, gpu, 1.0)
@@ -159,7 +159,7 @@ def test_a_run_stored_before_the_kernel_had_grouped_query_attention_counts_as_mu
     tuned = {"block_N": 64, "num_stages": 1}
     old_problem = dict(batch=4, heads=16, seq_len=4096, dim=256, causal=True)
     config_choice.remember("flash_attention", old_problem, "bfloat16", tuned, gpu)
-    fa = catalogue.load("flash_attention")
+    fa = loader.load("flash_attention")
     for group_size in (1, 2):
         config = fa.resolve(dict(old_problem, seq_len=2048, group_size=group_size))
         assert config.picked_by == "table" and config.tuned_for == f"4×16×4096×256 causal on {gpu}"
@@ -175,14 +175,14 @@ def test_the_nearest_tuned_shape_is_nearest_in_log_distance(own_data):
     large_tile = {"block_K": 64, "num_stages": 4}
     config_choice.remember("gemm", dict(M=2048, N=2048, K=2048), "float16", small_tile, gpu)
     config_choice.remember("gemm", dict(M=8192, N=8192, K=8192), "float16", large_tile, gpu)
-    gemm = catalogue.load("gemm")
+    gemm = loader.load("gemm")
     assert gemm.resolve(dict(M=4600, N=4600, K=4600)).tuned_for == f"8192×8192×8192 on {gpu}"
     assert gemm.resolve(dict(M=4000, N=4000, K=4000)).tuned_for == f"2048×2048×2048 on {gpu}"
 
 
 def test_a_tuning_run_serves_dtypes_of_its_element_width_and_prefers_its_own_dtype(own_data):
     gpu = config_choice.gpu_model()
-    softmax = catalogue.load("softmax")
+    softmax = loader.load("softmax")
     problem = dict(M=8192, N=2048)  # no preset: the rule's, unless a run is near
     config_choice.remember("softmax", dict(M=8192, N=2000), "float32", {"threads": 512}, gpu)
     assert softmax.resolve({**problem, "dtype": "float16"}).picked_by == "rule"  # tuned for twice the bytes
@@ -196,12 +196,12 @@ def test_a_tuning_run_serves_dtypes_of_its_element_width_and_prefers_its_own_dty
 
 def test_a_tuning_run_on_another_gpu_model_is_not_reused(own_data):
     config_choice.remember("gemm", dict(M=4096, N=4096, K=4096), "float16", {"num_stages": 2}, "NVIDIA A100-SXM4-80GB")
-    assert catalogue.load("gemm").resolve(dict(M=4000, N=4096, K=4096)).picked_by == "rule"
+    assert loader.load("gemm").resolve(dict(M=4000, N=4096, K=4096)).picked_by == "rule"
 
 
 def test_the_users_run_at_a_presets_own_size_beats_the_preset(own_data):
     gpu = config_choice.gpu_model()
-    softmax = catalogue.load("softmax")
+    softmax = loader.load("softmax")
     problem = softmax.presets["4096×32768 (long rows)"]
     config_choice.remember("softmax", problem, "float16", {"rows_per_block": 2, "num_stages": 3, "threads": 512}, gpu)
     config = softmax.resolve({"preset": "4096×32768 (long rows)"})
@@ -210,7 +210,7 @@ def test_the_users_run_at_a_presets_own_size_beats_the_preset(own_data):
 
 
 def test_tune_stores_a_shipped_kernels_best_and_not_an_edited_copys(own_data, tmp_path):
-    gemm = catalogue.load("gemm")
+    gemm = loader.load("gemm")
     config = gemm.resolve(dict(M=3000, N=3000, K=3000))
     best = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 256, "swizzle_panel": 0}
     stored = store_best(gemm, config, best, 0.5, {"name": "NVIDIA H200"})
@@ -223,7 +223,7 @@ def test_tune_stores_a_shipped_kernels_best_and_not_an_edited_copys(own_data, tm
     store_best(gemm, config, {**best, "num_stages": 3}, 0.4, {"name": "NVIDIA H200"})
     entries = json.loads((own_data / config_choice.USER_TABLE).read_text())["entries"]
     assert len(entries) == 1 and entries[0]["tile"]["num_stages"] == 3
-    edited = catalogue.load("gemm", (ROOT / "kernels" / "gemm.py").read_text() + "\n# mine\n", tmp_path / "src")
+    edited = loader.load("gemm", (ROOT / "kernels" / "gemm.py").read_text() + "\n# mine\n", tmp_path / "src")
     assert not store_best(edited, config, best, 0.5, {"name": "NVIDIA H200"})["ok"]
     # what a class would start from: not a run from values set by hand, not a "search" of one candidate
     mine = gemm.resolve(dict(M=3000, N=3000, K=3000, block_M="64"))
@@ -236,21 +236,21 @@ def test_tune_stores_a_shipped_kernels_best_and_not_an_edited_copys(own_data, tm
 
 def test_an_unreadable_table_of_tuning_runs_is_ignored(own_data):
     (own_data / config_choice.USER_TABLE).write_text("{not json")
-    assert catalogue.load("vector_add").resolve(dict(N=2**20)).picked_by == "rule"
+    assert loader.load("vector_add").resolve(dict(N=2**20)).picked_by == "rule"
 
 
 # -- the user's value wins ----------------------------------------------------------------------------------------
 def test_a_value_the_user_sets_always_wins(own_data):
     gpu = config_choice.gpu_model()
     config_choice.remember("gemm", dict(M=4096, N=4096, K=4096), "float16", {"block_K": 32}, gpu)
-    gemm = catalogue.load("gemm")
+    gemm = loader.load("gemm")
     config = gemm.resolve(dict(M=4000, N=4096, K=4096, block_K="64", num_stages="2"))
     assert config.tile["block_K"] == 64 and config.tile["num_stages"] == 2
     assert config.picked_by == "user" and config.set_by_user == ("block_K", "num_stages")
     assert config.why() == f"block_K, num_stages set by you; the rest tuned for 4096×4096×4096 on {gpu}"
     every = gemm.resolve({"M": 4000, "N": 4096, "K": 4096, **{n: str(v) for n, v in factory_tile(gemm).items()}})
     assert every.picked_by == "user" and every.why() == "set by you" and every.tile == factory_tile(gemm)
-    fa = catalogue.load("flash_attention")
+    fa = loader.load("flash_attention")
     config = fa.resolve({"preset": "4×32×8192×64", "block_M": "128", "threads": "256", "pingpong": "false"})
     assert (config.tile["block_M"], config.tile["threads"], config.tile["pingpong"]) == (128, 256, False)
     assert config.picked_by == "user"
@@ -293,7 +293,7 @@ def add_one(N=1024, dtype="float16", block_N=256):
                 B[bx * block_N + i] = A[bx * block_N + i] + 1
     return main
 '''
-    kernel = catalogue.load("", source, tmp_path)
+    kernel = loader.load("", source, tmp_path)
     assert kernel.resolve({}).to_json()["picked_by"] == "default"
     mine = kernel.resolve({"block_N": "128"})
     assert mine.picked_by == "user" and mine.tile["block_N"] == 128 and mine.set_by_user == ("block_N",)
@@ -302,7 +302,7 @@ def add_one(N=1024, dtype="float16", block_N=256):
 @pytest.mark.gpu
 def test_tune_on_the_gpu_keeps_its_best_and_the_next_request_nearby_starts_from_it(own_data):
     from playground.engine.tune import tune
-    vector_add = catalogue.load("vector_add")
+    vector_add = loader.load("vector_add")
     result = tune(vector_add, vector_add.resolve(dict(N=2**22)), max_configs=None).to_json()  # its whole space
     assert result["ok"] and result["best"]["stored"]["ok"], result["best"]
     gpu = config_choice.gpu_model()
@@ -318,7 +318,7 @@ def test_what_the_user_sets_never_meets_a_rule_config_the_kernel_refuses(asked, 
     """The head-dim-64 rule picks ping-pong; with the user's overlap=False or persistent=True that combination is
     refused by flash_attention.check_options, so the user's value wins and the rest are the factory's defaults
     (the H200 run found these refused before)."""
-    kernel = catalogue.load("flash_attention")
+    kernel = loader.load("flash_attention")
     config = kernel.resolve({"batch": 2, "heads": 8, "seq_len": 1000, "dim": 64, "causal": causal, **asked})
     assert all(config.tile[k] == v for k, v in asked.items())
     kernel.module.check_options(**{k: config.tile[k] for k in ("overlap", "pingpong", "extra_step", "persistent")})
@@ -333,7 +333,7 @@ def test_the_parameter_the_user_left_to_the_engine_follows_the_one_they_set(aske
     with the rule's 256 threads failed to compile ("Layout infer conflict"), the choice a student makes from the
     list."""
     from playground.engine.compile import compile_kernel
-    kernel = catalogue.load("flash_attention")
+    kernel = loader.load("flash_attention")
     config = kernel.resolve({"batch": 1, "heads": 2, "seq_len": 1024, "dim": 128, "causal": True, **asked})
     assert {k: config.tile[k] for k in follows} == follows
     assert compile_kernel(kernel, config, "sm_90a")["cuda"]

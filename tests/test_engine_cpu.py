@@ -9,9 +9,10 @@ import time
 import pytest
 
 from conftest import GEMM, PIPELINED, ROOT
-from playground.engine import catalogue, device
+from playground.engine import device
 from playground.engine.compile import build, compile_kernel, parse_ptxas, split_line_directives
 from playground.engine.errors import StageError
+from playground.engine.kernel import loader
 
 SMALL = {"gemm": dict(M=256, N=256, K=256), "gemm_epilogue": dict(M=256, N=256, K=256)}
 
@@ -42,8 +43,8 @@ def test_list_json_describes_every_kernel_with_its_space_and_presets():
 
 
 def test_presets_include_a_ragged_size_for_every_kernel():
-    for name in catalogue.builtin_names():
-        k = catalogue.load(name)
+    for name in loader.builtin_names():
+        k = loader.load(name)
         tiles = [v for n, v in k.default_config().tile.items() if n.startswith("block_") and isinstance(v, int)]
         problems = list(k.presets.values()) + k.check_problems(k.default_config().problem)
         ragged = [p for p in problems if any(isinstance(v, int) and not isinstance(v, bool) and v % 64 for v in p.values())]
@@ -51,14 +52,14 @@ def test_presets_include_a_ragged_size_for_every_kernel():
 
 
 def test_unknown_parameter_is_rejected_with_the_known_ones():
-    k = catalogue.load("gemm")
+    k = loader.load("gemm")
     with pytest.raises(Exception) as err:
         k.resolve({"block_Q": 1})
     assert err.value.stage == "parameters" and "block_M" in err.value.message
 
 
 def test_a_presets_tuned_tile_is_the_default_at_its_size_and_what_the_user_sets_wins():
-    k = catalogue.load("softmax")
+    k = loader.load("softmax")
     tuned = k.tuned["4096×32768 (long rows)"]["cluster"]
     assert k.problem_names == ["M", "N"] and "cluster" in k.tile_names
     assert k.presets["4096×32768 (long rows)"] == {"M": 4096, "N": 32768}
@@ -69,16 +70,16 @@ def test_a_presets_tuned_tile_is_the_default_at_its_size_and_what_the_user_sets_
 
 
 def test_string_values_are_converted_by_the_type_of_the_default():
-    cfg = catalogue.load("gemm").resolve({"block_M": "64", "M": "1000", "dtype": "bfloat16"})
+    cfg = loader.load("gemm").resolve({"block_M": "64", "M": "1000", "dtype": "bfloat16"})
     assert cfg.tile["block_M"] == 64 and cfg.problem["M"] == 1000 and cfg.dtype == "bfloat16"
     with pytest.raises(StageError, match=r"N='abc' is not a whole number"):  # said in words, not "a int"
-        catalogue.load("vector_add").resolve({"N": "abc"})
+        loader.load("vector_add").resolve({"N": "abc"})
 
 
 # -- compiling --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["vector_add", "gemm", "gemm_epilogue", "softmax", "flash_attention"])
 def test_every_kernel_compiles_for_sm90a_without_spills(name):
-    k = catalogue.load(name)
+    k = loader.load(name)
     r = compile_kernel(k, k.default_config(), "sm_90a")
     assert r["ok"] and r["arch"] == "sm_90a"
     res = r["resources"]
@@ -91,7 +92,7 @@ def test_every_kernel_compiles_for_sm90a_without_spills(name):
 
 @pytest.mark.parametrize("name", ["gemm", "gemm_epilogue", "flash_attention"])
 def test_tensor_core_kernels_use_wgmma_and_tma_on_hopper(name):
-    k = catalogue.load(name)
+    k = loader.load(name)
     r = compile_kernel(k, k.resolve(small(name)), "sm_90a")
     assert "wgmma.mma_async" in r["ptx"], "Hopper tensor cores are driven by wgmma"
     assert "cp.async.bulk.tensor" in r["ptx"], "tiles arrive by TMA"
@@ -101,7 +102,7 @@ def test_tensor_core_kernels_use_wgmma_and_tma_on_hopper(name):
 
 
 def test_flash_attention_runs_the_softmax_while_the_tensor_cores_do_p_v():
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     overlapped = compile_kernel(k, k.resolve(small("flash_attention")), "sm_90a")
     ptx = overlapped["ptx"]
     # Its loop lives in kernels/flash_attention_hopper.py (and _persistent.py): the CUDA lines made there are named
@@ -128,7 +129,7 @@ def test_flash_attention_wgmma_are_not_serialized_by_ptxas(preset):
     # accumulator while its wgmma still runs; a version of the extra-step loop did that and ran at 0.66× SDPA.
     # Where it only suspects a read, it adds a wait of its own (C7517): rescaling O between issuing Q Kᵀ and P V
     # did that, and lost 6%.
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     r = compile_kernel(k, k.resolve({"preset": preset}), "sm_90a")
     assert "Used" in r["ptxas_log"], "ptxas ran"
     assert "C7514" not in r["ptxas_log"] and "serialized" not in r["ptxas_log"], r["ptxas_log"]
@@ -148,7 +149,7 @@ def test_flash_attention_waits_for_p_v_only_after_the_softmax_exps(preset):
     # In the PTX the wait for P V follows the softmax, but ptxas schedules it: left alone it put the wait right
     # after the row max, so P V overlapped none of the exps a thread computes per tile (block_M × block_N scores
     # over the consumer threads). fence_wait pins it after all of them.
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     config = k.resolve({"preset": preset})
     sass = compile_kernel(k, config, "sm_90a")["sass"]
     between = sass_between(sass, "WARPGROUP.DEPBAR.LE gsb0, 0x1", "WARPGROUP.DEPBAR.LE gsb0, 0x0")
@@ -159,7 +160,7 @@ def test_flash_attention_waits_for_p_v_only_after_the_softmax_exps(preset):
 def test_long_row_softmax_exchanges_its_partials_without_a_gpu_wide_fence():
     # Through a cluster barrier, each exchange cost a MEMBAR.ALL.GPU in every warp (ptxas's form of the barrier's
     # release) on every row's path: 0.87 of copy bandwidth. The partials now travel as bulk copies onto mbarriers.
-    k = catalogue.load("softmax")
+    k = loader.load("softmax")
     sass = compile_kernel(k, k.resolve({"preset": "4096×32768 (long rows)"}), "sm_90a")["sass"]
     assert "UBLKCP" in sass, "the partials go by bulk copy"
     assert "MEMBAR.ALL.GPU" not in sass and "MEMBAR.SC.GPU" not in sass
@@ -170,7 +171,7 @@ def test_long_rows_off_16_byte_boundaries_still_move_16_bytes_per_access():
     # Rows of 50257 start anywhere within a 16-byte vector: a copy of "row i from column 0" moved 2 bytes at a time
     # (0.39 of copy bandwidth). Read as one flat array of vectors, all but the two a row shares with its neighbours
     # are whole, loaded and stored 16 bytes at a time.
-    k = catalogue.load("softmax")
+    k = loader.load("softmax")
     r = compile_kernel(k, k.resolve({"preset": "4096×50257 (GPT-2's vocabulary)", "dtype": "bfloat16"}), "sm_90a")
     assert r["config"]["tile"]["cluster"] == 4
     assert re.search(WIDE_LOAD, r["ptx"]) and re.search(WIDE_STORE, r["ptx"])
@@ -179,7 +180,7 @@ def test_long_rows_off_16_byte_boundaries_still_move_16_bytes_per_access():
 
 
 def test_flash_attention_for_ampere_needs_the_plain_loop_and_says_so():
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     ampere = {**small("flash_attention"), "block_M": 64, "threads": 128}
     r = compile_kernel(k, k.resolve({**ampere, "overlap": False, "persistent": False}), "sm_80")
     assert "mma.sync" in r["ptx"] and "wgmma" not in r["ptx"]
@@ -194,7 +195,7 @@ def test_flash_attention_for_ampere_needs_the_plain_loop_and_says_so():
 
 
 def test_gemm_for_ampere_needs_the_pipelined_schedule_and_says_so():
-    k = catalogue.load("gemm")
+    k = loader.load("gemm")
     ampere = {**small("gemm"), "block_N": 128, "block_K": 32, "num_stages": 3, "threads": 128}
     r = compile_kernel(k, k.resolve({**ampere, "warp_specialized": False}), "sm_80")
     assert "mma.sync" in r["ptx"] and "wgmma" not in r["ptx"]
@@ -207,7 +208,7 @@ def test_gemm_for_ampere_needs_the_pipelined_schedule_and_says_so():
 def test_gemm_for_plain_sm_90_or_a_later_gpu_says_which_target_has_hoppers_instructions():
     # nvcc refuses in TileLang's own headers (a static assertion on setmaxnreg); the user is told of the target
     # to pick, at a line of their kernel, not only of a header they never wrote.
-    k = catalogue.load("gemm")
+    k = loader.load("gemm")
     config = k.resolve({**small("gemm"), "warp_specialized": False})
     for arch, says in (("sm_90", "pick sm_90a"), ("sm_120", "made for sm_90a")):
         with pytest.raises(StageError) as err:
@@ -219,7 +220,7 @@ def test_gemm_for_plain_sm_90_or_a_later_gpu_says_which_target_has_hoppers_instr
 def test_gemm_for_hopper_keeps_one_wgmma_step_in_flight_and_stays_resident():
     # The shipped schedule waits for all but the newest wgmma step in its main loop, and launches one block per SM
     # (persistent), each walking many tiles.
-    k = catalogue.load("gemm")
+    k = loader.load("gemm")
     r = compile_kernel(k, k.resolve(small("gemm")), "sm_90a")
     assert "wgmma.wait_group.sync.aligned 1;" in r["ptx"]
     assert r["resources"]["grid"][:2] == [132, 1]
@@ -233,7 +234,7 @@ def test_gemm_for_hopper_keeps_one_wgmma_step_in_flight_and_stays_resident():
 def test_non_causal_flash_attention_ships_the_persistent_schedule_and_causal_the_grid():
     # Non-causal query blocks are all one length, so one block per SM walks them (its producer loads the next Q
     # while the consumers finish this block); causal ones differ, and the GPU's block scheduler balances them.
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     persistent = compile_kernel(k, k.resolve({"preset": "8×32×4096×128"}), "sm_90a")["resources"]
     assert persistent["grid"] == [132, 1, 1] and persistent["block"] == [384, 1, 1]
     assert persistent["spill_bytes"] == 0
@@ -249,7 +250,7 @@ def test_non_causal_flash_attention_ships_the_persistent_schedule_and_causal_the
 def test_grouped_query_attention_takes_a_key_value_head_per_group_of_query_heads(schedule):
     # Llama 3's grouping, 32 query heads on 8 key/value heads: K and V have 8 heads in every schedule, the grid
     # (or the persistent walk) still covers all 32 query heads, and nothing spills.
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     config = k.resolve(dict(batch=2, heads=32, seq_len=512, dim=128, causal=False, group_size=4, **schedule))
     func = k.prim_func(config)
     shapes = {func.buffer_map[p].name: [int(x) for x in func.buffer_map[p].shape] for p in func.params}
@@ -261,7 +262,7 @@ def test_grouped_query_attention_takes_a_key_value_head_per_group_of_query_heads
 
 
 def test_grouped_query_attention_with_heads_not_a_multiple_of_the_group_is_refused_at_its_line():
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     with pytest.raises(StageError) as err:
         compile_kernel(k, k.resolve(dict(batch=1, heads=6, seq_len=256, group_size=4)), "sm_90a")
     assert "heads=6" in err.value.message and "group_size=4" in err.value.message, err.value.message
@@ -272,8 +273,8 @@ def test_persistent_kernels_launch_one_block_per_sm_of_the_gpu_present(monkeypat
     # An H100 PCIe has 114 SMs: the H200's 132 blocks would leave 18 for a second round there, nearly doubling the
     # time. The default follows the GPU (what the page shows is what compiles); a value the user sets still wins.
     monkeypatch.setattr(device, "sm_count", lambda: 114)
-    assert catalogue.load("flash_attention").describe()["defaults"]["num_sms"] == 114
-    k = catalogue.load("gemm")
+    assert loader.load("flash_attention").describe()["defaults"]["num_sms"] == 114
+    k = loader.load("gemm")
     assert k.describe()["defaults"]["num_sms"] == 114
     assert compile_kernel(k, k.resolve(small("gemm")), "sm_90a")["resources"]["grid"] == [114, 1, 1]
     assert k.resolve({"num_sms": "100"}).tile["num_sms"] == 100
@@ -281,10 +282,10 @@ def test_persistent_kernels_launch_one_block_per_sm_of_the_gpu_present(monkeypat
     def asked():
         raise AssertionError("the GPU was asked for its SM count, though the request named num_sms")
     monkeypatch.setattr(device, "sm_count", asked)  # the page names every parameter: its jobs spawn no query
-    k = catalogue.load("gemm")
+    k = loader.load("gemm")
     assert k.resolve({**k.factory_defaults, "num_sms": "100"}).tile["num_sms"] == 100
     monkeypatch.setattr(device, "sm_count", lambda: None)
-    assert catalogue.load("gemm").defaults["num_sms"] == 132, "without a GPU, the factory's default"
+    assert loader.load("gemm").defaults["num_sms"] == 132, "without a GPU, the factory's default"
 
 
 def test_no_gpu_means_no_sm_count(monkeypatch):
@@ -301,7 +302,7 @@ def test_flash_attention_refuses_an_option_the_persistent_schedule_lacks_and_say
     # The default preset is persistent. Flipping overlap off (the plain loop), ping-pong on or the extra step off
     # there asks for something that schedule does not do: refused, naming both options, at the rule's line; with
     # persistent off the same option runs on the grid.
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     flipped = {option: not k.factory_defaults[option]}
     with pytest.raises(StageError) as err:
         compile_kernel(k, k.resolve({"preset": "8×32×4096×128", **flipped}), "sm_90a")
@@ -313,7 +314,7 @@ def test_flash_attention_refuses_an_option_the_persistent_schedule_lacks_and_say
 
 
 def test_flash_attention_refuses_ping_pong_without_the_overlap():
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     with pytest.raises(ValueError, match="pingpong=True needs overlap=True"):
         k.factory(**{**k.factory_defaults, "overlap": False, "pingpong": True})
 
@@ -347,7 +348,7 @@ WIDE_STORE = r"st\.global(\.\w+)*\.v(4\.(b|u|f)32|2\.(b|u|f)64|8)"
 
 def test_memory_bound_kernels_move_16_bytes_per_access():
     for name in ("vector_add", "softmax"):
-        k = catalogue.load(name)
+        k = loader.load(name)
         ptx = compile_kernel(k, k.default_config(), "sm_90a")["ptx"]
         # 16-byte loads per thread: into registers, or into shared memory by cp.async (softmax's pipeline)
         assert re.search(WIDE_LOAD, ptx) or re.search(ASYNC_16, ptx), f"{name}: no 128-bit loads"
@@ -355,7 +356,7 @@ def test_memory_bound_kernels_move_16_bytes_per_access():
 
 
 def test_line_map_points_gemm_cuda_back_to_the_t_gemm_line():
-    k = catalogue.load("gemm")
+    k = loader.load("gemm")
     r = compile_kernel(k, k.resolve({**small("gemm"), **PIPELINED}), "sm_90a")
     cuda_lines = r["cuda"].splitlines()
     assert len(r["line_map"]) == len(cuda_lines)
@@ -367,21 +368,21 @@ def test_line_map_points_gemm_cuda_back_to_the_t_gemm_line():
 
 
 def test_compile_is_cached_by_source_parameters_and_target():
-    k = catalogue.load("gemm")
+    k = loader.load("gemm")
     cfg = k.resolve({**small("gemm"), "block_M": 64})
     first = compile_kernel(k, cfg, "sm_90a")
     start = time.perf_counter()
     again = compile_kernel(k, cfg, "sm_90a")
     assert again["cached"] and time.perf_counter() - start < 0.5
     assert again["cuda"] == first["cuda"]
-    edited = catalogue.load("gemm", k.source + "\n# an edit\n")
+    edited = loader.load("gemm", k.source + "\n# an edit\n")
     assert not compile_kernel(edited, cfg, "sm_90a")["cached"]
 
 
 def test_edited_source_compiles_from_its_own_file():
-    k = catalogue.load("gemm")
+    k = loader.load("gemm")
     text = k.source.replace("T.clear(C_local)", "T.clear(C_local)  # edited")
-    edited = catalogue.load("gemm", text)
+    edited = loader.load("gemm", text)
     assert edited.path != k.path and edited.path.read_text() == text
     r = build(edited, edited.resolve(small("gemm")), "sm_90a").result
     assert r["source_file"] == str(edited.path)
@@ -431,7 +432,7 @@ def test_gemm_into_the_wrong_buffer_is_a_tilelang_error_at_its_line():
 
 
 def test_a_wgmma_tile_too_small_is_a_tilelang_error_at_the_wgmma_line_without_the_targets_json():
-    k = catalogue.load("gemm")
+    k = loader.load("gemm")
     with pytest.raises(StageError) as info:
         compile_kernel(k, k.resolve({"block_M": "3"}), "sm_90a")
     err = info.value
@@ -567,8 +568,8 @@ def test_gpu_out_of_memory_is_a_device_error_not_an_internal_one():
 def test_a_kernels_cache_key_covers_the_shipped_modules_it_imports(tmp_path, monkeypatch):
     """flash_attention.py takes its Hopper schedules from flash_attention_hopper.py: an edit there must not be
     answered with a compile cached before it."""
-    from playground.engine import catalogue
-    kernel = catalogue.load("flash_attention")
+    from playground.engine.kernel import contract
+    kernel = loader.load("flash_attention")
     before = kernel.fingerprint
     assert (ROOT / "kernels" / "flash_attention_hopper.py").read_text() in before
     copy = tmp_path / "kernels"
@@ -576,7 +577,7 @@ def test_a_kernels_cache_key_covers_the_shipped_modules_it_imports(tmp_path, mon
     for p in (ROOT / "kernels").glob("*.py"):
         (copy / p.name).write_text(p.read_text())
     (copy / "flash_attention_hopper.py").write_text((copy / "flash_attention_hopper.py").read_text() + "\n# edit\n")
-    monkeypatch.setattr(catalogue, "KERNELS_DIR", copy)
+    monkeypatch.setattr(contract, "KERNELS_DIR", copy)
     assert kernel.fingerprint != before
 
 
@@ -584,7 +585,7 @@ def test_a_config_listed_twice_for_a_parallel_compile_is_compiled_once():
     # The benchmark lists a problem once per way it is measured (events and CUDA graphs, a torch.compile row):
     # each distinct config costs one compile, and every listed one gets its answer.
     from playground.engine.parallel_compile import compile_all
-    k = catalogue.load("vector_add")
+    k = loader.load("vector_add")
     small, large = k.resolve({"N": 4096}), k.resolve({"N": 8192})
     counted = []
     results = compile_all(k, [small, large, small], "sm_90a", workers=1, on_done=lambda i, n: counted.append((i, n)))
@@ -597,7 +598,7 @@ def test_configs_that_compile_into_the_same_kernel_share_an_identity():
     # Rows held whole (softmax_short_rows) walk nothing, so num_stages cannot change them: the autotuner measures
     # such twins once (tune.twin_row). Rows per block do change the kernel.
     from playground.engine.parallel_compile import compile_all
-    k = catalogue.load("softmax")
+    k = loader.load("softmax")
     base = {"M": 4096, "N": 512, "threads": 128, "cluster": 1}
     configs = [k.resolve({**base, "rows_per_block": r, "num_stages": s}) for r, s in ((4, 1), (4, 3), (2, 1))]
     results = compile_all(k, configs, "sm_90a", workers=1)
@@ -613,7 +614,7 @@ def test_a_compile_process_that_dies_is_that_configs_error_not_the_end_of_the_wh
     dying = tmp_path / "vector_add.py"
     dying.write_text("import multiprocessing, os\nif multiprocessing.parent_process() is not None:\n"
                      "    os._exit(9)  # only in a compile process\n" + source)
-    k = catalogue.load_file("vector_add", dying)
+    k = loader.load_file("vector_add", dying)
     results = compile_all(k, [k.resolve({"N": 4096}), k.resolve({"N": 8192})], "sm_90a", workers=2)
     assert [r["error"]["stage"] for r in results] == ["tilelang", "tilelang"]
     assert all("compile process died" in r["error"]["message"] for r in results)
@@ -626,7 +627,7 @@ def test_a_base_exception_at_import_is_the_users_python_error_at_its_line(harm, 
     edited = source.replace(anchor, anchor + harm + "\n", 1)
     line = edited.splitlines().index(harm.splitlines()[-1]) + 1
     with pytest.raises(StageError) as err:
-        catalogue.load("vector_add", edited, workdir=tmp_path)
+        loader.load("vector_add", edited, workdir=tmp_path)
     assert err.value.stage == "python" and err.value.line == line
 
 
@@ -635,7 +636,7 @@ def test_the_factory_ending_itself_with_system_exit_is_the_users_python_error_at
     source = (ROOT / "kernels" / "vector_add.py").read_text()
     anchor = "    @T.prim_func\n"
     edited = source.replace(anchor, "    raise SystemExit(3)\n" + anchor, 1)
-    k = catalogue.load("vector_add", edited, workdir=tmp_path)
+    k = loader.load("vector_add", edited, workdir=tmp_path)
     with pytest.raises(StageError) as err:
         make_prim_func(k, k.resolve({"N": 4096}))
     assert err.value.stage == "python" and "SystemExit" in err.value.message
@@ -646,13 +647,13 @@ def test_the_factory_ending_itself_with_system_exit_is_the_users_python_error_at
 def test_a_json_value_of_the_wrong_type_for_a_size_is_a_parameters_error_naming_it(value):
     # (these reached the compiler, which answered with an internal error or a TVM traceback)
     with pytest.raises(StageError, match=r"N=.* is not a whole number") as err:
-        catalogue.load("vector_add").resolve({"N": value})
+        loader.load("vector_add").resolve({"N": value})
     assert err.value.stage == "parameters"
 
 
 def test_a_whole_float_is_a_size_and_a_bool_option_takes_only_a_bool():
-    assert catalogue.load("vector_add").resolve({"N": 4096.0}).problem["N"] == 4096
-    gemm = catalogue.load("gemm")
+    assert loader.load("vector_add").resolve({"N": 4096.0}).problem["N"] == 4096
+    gemm = loader.load("gemm")
     assert gemm.resolve({"warp_specialized": False}).tile["warp_specialized"] is False
     with pytest.raises(StageError, match="is not true or false"):
         gemm.resolve({"warp_specialized": 3})
@@ -661,5 +662,5 @@ def test_a_whole_float_is_a_size_and_a_bool_option_takes_only_a_bool():
 def test_a_coding_line_python_cannot_use_is_an_error_on_line_one(tmp_path):
     source = "# -*- coding: nosuch -*-\n" + (ROOT / "kernels" / "vector_add.py").read_text()
     with pytest.raises(StageError) as err:
-        catalogue.load("vector_add", source, workdir=tmp_path)
+        loader.load("vector_add", source, workdir=tmp_path)
     assert err.value.stage == "python" and err.value.line == 1 and "encoding" in err.value.message

@@ -5,7 +5,8 @@ Run with `pytest -m gpu` on a machine with a CUDA GPU (tests/gpu/README.md); wha
 import pytest
 
 from conftest import GEMM, PIPELINED
-from playground.engine import catalogue, device
+from playground.engine import device
+from playground.engine.kernel import loader
 from playground.cli import execute
 
 pytestmark = pytest.mark.gpu
@@ -23,7 +24,7 @@ def assert_verified(r):
 
 @pytest.mark.parametrize("name", ["vector_add", "gemm", "gemm_epilogue", "softmax", "flash_attention"])
 def test_kernel_verifies_on_every_check_shape_and_is_timed_against_its_baselines(name, record_property):
-    k = catalogue.load(name)
+    k = loader.load(name)
     r = run(name)
     assert r["ok"], r.get("error")
     labels = [v["label"] for v in r["verification"]]
@@ -52,7 +53,7 @@ def test_gelu_epilogue_verifies_against_a_gelu_reference():
 
 
 def test_causal_flash_attention_verifies():
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     causal = next(label for label, p in k.presets.items() if p.get("causal") and p.get("seq_len", 0) <= 4096)
     r = run("flash_attention", preset=causal)
     assert r["ok"], r.get("error")
@@ -146,7 +147,7 @@ def test_flash_attention_lazy_rescale_stays_exact_when_the_max_keeps_rising(caus
     import torch
     from playground.engine import parallel_compile as parallel
     from playground.engine.verify import compare
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     config = k.resolve(dict(batch=1, heads=2, seq_len=1000, dim=128, causal=causal, persistent=persistent))
     jit = parallel.build_jit(k, config, None)
     g = torch.Generator(device="cuda").manual_seed(3)
@@ -169,7 +170,7 @@ def test_flash_attention_gives_the_same_bits_on_every_launch_at_the_bench_size(p
     import torch
     from playground.engine import parallel_compile as parallel
     from playground.engine.measure import Runner
-    k = catalogue.load("flash_attention")
+    k = loader.load("flash_attention")
     config = k.resolve({"preset": preset})  # with the tile the preset ships
     r = Runner(k, config, parallel.build_jit(k, config, None), 0)
     assert r.check()["passed"]
@@ -184,7 +185,7 @@ def test_num_sms_follows_the_gpu_present():
     # Asked of the CUDA driver in a child process (no context in the caller); it must agree with the runtime's count.
     import torch
     assert device.sm_count() == torch.cuda.get_device_properties(0).multi_processor_count
-    assert catalogue.load("gemm").defaults["num_sms"] == device.sm_count()
+    assert loader.load("gemm").defaults["num_sms"] == device.sm_count()
 
 
 def test_wrong_index_fails_verification():
@@ -209,7 +210,7 @@ def test_unwritten_output_fails_verification():
 
 def test_tune_returns_a_table_and_a_verified_best():
     from playground.engine.tune import tune
-    k = catalogue.load("gemm")
+    k = loader.load("gemm")
     result = tune(k, k.resolve(dict(M=2048, N=2048, K=2048)), max_configs=6)
     table = result.table
     assert len(table) == 6 and table["verified"].any()
@@ -233,7 +234,7 @@ def test_softmax_gives_the_same_bits_on_every_launch_at_the_bench_size(preset):
     import torch
     from playground.engine import parallel_compile as parallel
     from playground.engine.measure import Runner
-    k = catalogue.load("softmax")
+    k = loader.load("softmax")
     config = k.resolve({"preset": preset})
     jit = parallel.build_jit(k, config, None)
     for seed in range(3):

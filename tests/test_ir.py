@@ -6,13 +6,13 @@ import sys
 import pytest
 
 from conftest import ROOT
-from playground.engine import catalogue
 from playground.engine.ir import fold_unchanged, lower_passes
+from playground.engine.kernel import loader
 
 
-@pytest.mark.parametrize("name", catalogue.builtin_names())
+@pytest.mark.parametrize("name", loader.builtin_names())
 def test_every_shipped_kernel_shows_its_lowering_pass_by_pass(name):
-    kernel = catalogue.load(name)
+    kernel = loader.load(name)
     result = lower_passes(kernel, kernel.default_config(), "sm_90a")
     passes = result["passes"]
     assert result["ok"] and passes[0]["name"] == "TileLang program"

@@ -4,14 +4,14 @@ import re
 
 import pytest
 
-from playground.engine import catalogue
 from playground.engine.ir import lower_passes
+from playground.engine.kernel import loader
 from playground.ui.ir_view import ir_html, line_changes
 
 
 @pytest.fixture(scope="module")
 def vector_add_ir():
-    kernel = catalogue.load("vector_add")
+    kernel = loader.load("vector_add")
     return lower_passes(kernel, kernel.default_config(), "sm_90a")
 
 

@@ -11,11 +11,12 @@ import math
 
 import pytest
 
-from playground.engine import catalogue, measure as measure_module
+from playground.engine import measure as measure_module
 from playground.engine.bench import TARGETS, bench, summary
 from playground.engine.errors import StageError
+from playground.engine.kernel import loader, problem_label
 from playground.engine.measure import (DeviceError, Measurement, MeasureOptions, Measurer, baseline_names,
-                                       device_error, measure, problem_label, verification_failure)
+                                       device_error, measure, verification_failure)
 from playground.engine.sweep import sweep
 from playground.engine.timing import summarize
 from playground.engine.tune import tune
@@ -65,7 +66,7 @@ class StandIn:
 
 @pytest.fixture(scope="module")
 def vector_add():
-    return catalogue.load("vector_add")
+    return loader.load("vector_add")
 
 
 def test_a_measurement_that_failed_verification_cannot_carry_times(vector_add):
@@ -261,7 +262,7 @@ def test_a_failed_comparison_row_is_told_but_fails_no_benchmark_run():
 
 
 def test_the_benchmark_only_baselines_are_timed_only_when_asked_for_by_name():
-    k = catalogue.load("gemm_epilogue")
+    k = loader.load("gemm_epilogue")
     compiled = next(iter(k.bench_baselines))
     assert compiled not in baseline_names(k, True, bench=True), "a student's run never waits for torch.compile"
     assert baseline_names(k, True) == list(k.baselines)
@@ -274,7 +275,7 @@ def test_the_torch_compile_baseline_of_the_fused_epilogue_computes_its_reference
     # Real torch.compile (Inductor, on the CPU here): the baseline must solve the kernel's problem, or its time
     # means nothing.
     import torch
-    k = catalogue.load("gemm_epilogue")
+    k = loader.load("gemm_epilogue")
     fn = k.bench_baselines["torch.compile: relu(a @ b + bias)"]
     a, b, bias = k.module.make_inputs(64, 96, 80, torch.float32, "cpu", torch.Generator().manual_seed(0))
     for activation in ("relu", "gelu"):
@@ -310,11 +311,11 @@ def test_measure_on_the_gpu_times_a_right_kernel_and_refuses_a_wrong_one():
     measurer = Measurer.open(MeasureOptions(resolve_arch(None), new_seed(), baselines=True, check_shapes=True,
                                             budget_ms=200))
     params = dict(M=1024, N=1024, K=1024, block_M=128, block_N=128, **PIPELINED)
-    right = catalogue.load("gemm", GEMM)
+    right = loader.load("gemm", GEMM)
     m = measurer.measure(right, right.resolve(params))
     assert m.timed and m.verified and m.error is None and len(m.verification) >= 2
     assert set(m.times) == {"kernel", *right.baselines}
-    wrong = catalogue.load("gemm", wrong_source)
+    wrong = loader.load("gemm", wrong_source)
     m = measurer.measure(wrong, wrong.resolve(params))
     assert m.compiled and not m.verified and not m.timed and m.error.stage == "verify"
 

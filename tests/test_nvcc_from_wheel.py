@@ -16,9 +16,9 @@ from conftest import ROOT
 PROBE = """
 import json, shutil
 import tilelang.env
-from playground.engine import catalogue
 from playground.engine.compile import compile_kernel, find_cuda_tool
-kernel = catalogue.load("gemm")
+from playground.engine.kernel import loader
+kernel = loader.load("gemm")
 result = compile_kernel(kernel, kernel.resolve({"M": 256, "N": 256, "K": 256}), "sm_90a")
 print(json.dumps({"cuda_home": tilelang.env.CUDA_HOME, "nvcc_on_path": shutil.which("nvcc"),
                   "ptxas": find_cuda_tool("ptxas"), "ok": result["ok"], "ptx": result.get("ptx", ""),
@@ -70,9 +70,9 @@ def test_the_gemm_compiles_with_the_wheels_nvcc_when_no_toolkit_is_visible(tmp_p
 RUN_PROBE = """
 import json
 import tilelang.env
-from playground.engine import catalogue
+from playground.engine.kernel import loader
 from playground.engine.run import run
-kernel = catalogue.load("gemm")
+kernel = loader.load("gemm")
 result = run(kernel, kernel.resolve({"M": 1024, "N": 1024, "K": 1024}))
 print(json.dumps({"cuda_home": tilelang.env.CUDA_HOME, "ok": result["ok"], "error": result.get("error"),
                   "checks": [v["passed"] for v in result["verification"]]}))

@@ -11,9 +11,9 @@ TEMPLATE = ROOT / "playground" / "ui" / "templates" / "new_kernel.py"
 
 
 def test_the_template_is_a_verifiable_kernel_with_sizes_and_tile_controls():
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.ui import own_kernel
-    d = catalogue.load(str(TEMPLATE)).describe()
+    d = loader.load(str(TEMPLATE)).describe()
     assert d["verified"] is True and d["required"] == [] and d["out_idx"] == [-1]
     c = own_kernel.controls({"ok": True, **d})
     assert [x.name for x in c.problem] == ["M", "N", "K"]
@@ -25,9 +25,9 @@ def test_a_kernel_of_ones_own_left_at_auto_gets_its_sources_defaults_and_a_typed
     # The same "auto" tile controls as a shipped kernel's: left out of the request, the engine takes the source's
     # own defaults (no rule and no table for a kernel of one's own); a value typed in is sent as the user's.
     from types import SimpleNamespace
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.ui import controls as ctl, gateway, own_kernel, views
-    kernel = catalogue.load(str(TEMPLATE))
+    kernel = loader.load(str(TEMPLATE))
     d = {"ok": True, **kernel.describe()}
     c = own_kernel.controls(d)
     assert all(x.auto and x.default == ctl.AUTO_TILE for x in c.tile)
@@ -56,13 +56,13 @@ def test_a_kernel_of_ones_own_left_at_auto_gets_its_sources_defaults_and_a_typed
 
 
 def test_required_arguments_are_controls_without_a_value_and_are_asked_for(tmp_path):
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.ui import own_kernel
     source = TEMPLATE.read_text().replace("M: int = 1024, N: int = 1024, K: int = 1024", "M: int, N: int, K: int")
     source = source.replace("PRESETS = ", "_UNUSED = ")
     file = tmp_path / "own_required.py"
     file.write_text(source)
-    d = {"ok": True, **catalogue.load(str(file)).describe()}
+    d = {"ok": True, **loader.load(str(file)).describe()}
     assert own_kernel.required(d) == ["M", "N", "K"]
     c = own_kernel.controls(d)
     assert [(x.name, x.default) for x in c.problem] == [("M", ""), ("N", ""), ("K", "")]
@@ -71,11 +71,11 @@ def test_required_arguments_are_controls_without_a_value_and_are_asked_for(tmp_p
 
 
 def test_a_file_with_several_kernels_is_named_in_the_engines_refusal(tmp_path):
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.engine.errors import StageError
     from playground.ui import own_kernel
     with pytest.raises(StageError) as info:
-        catalogue.load("", catalogue.builtin_source("softmax"), tmp_path)
+        loader.load("", loader.builtin_source("softmax"), tmp_path)
     match = own_kernel.SEVERAL.search(info.value.message)
     assert match and [n.strip() for n in match.group(1).split(",")] == ["softmax", "softmax_short_rows",
                                                                         "softmax_cluster"]

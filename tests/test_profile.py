@@ -14,7 +14,7 @@ import io
 import pytest
 
 from playground.cli import execute
-from playground.engine import catalogue
+from playground.engine.kernel import loader
 from playground.engine.profile import (align, build_with_line_table, locate, opcode, parse_details, parse_raw,
                                        parse_sanitizer, parse_source, sass_line_table, stall_reasons, stalls_by_line,
                                        user_line)
@@ -22,7 +22,7 @@ from playground.engine.profile import (align, build_with_line_table, locate, opc
 
 @pytest.fixture(scope="module")
 def vector_add_build(tmp_path_factory):
-    kernel = catalogue.load("vector_add")
+    kernel = loader.load("vector_add")
     config = kernel.default_config()
     _, info = build_with_line_table(kernel, config, "sm_90a", tmp_path_factory.mktemp("build"))
     return kernel, info
@@ -188,7 +188,7 @@ def test_stalls_and_memcheck_errors_in_a_schedule_kept_in_an_imported_module_nam
     """flash_attention keeps its Hopper schedule in kernels/flash_attention_hopper.py: what waits there, or reads
     out of bounds there, is named by that file's line and quoted, not lost as "generated code"."""
     from playground.ui.profile_view import memcheck_html, profile_html
-    kernel = catalogue.load("flash_attention")
+    kernel = loader.load("flash_attention")
     config = kernel.resolve({"batch": 1, "heads": 1, "seq_len": 256, "dim": 128, "causal": True})
     _, info = build_with_line_table(kernel, config, "sm_90a", tmp_path)
     table = info["sass"][info["functions"][0]]

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from playground.cli import execute
-from playground.engine import catalogue
+from playground.engine.kernel import loader
 from playground.ui.profile_view import memcheck_html, profile_html
 from playground.ui.roofline import roofline_figure, roofline_label, roofline_point
 
@@ -152,7 +152,7 @@ def test_memcheck_names_the_line_of_a_flash_attention_that_reads_past_the_last_k
                              f"{named[0]['message']}; as compiled: 0")
 
 
-@pytest.mark.parametrize("name", catalogue.builtin_names())
+@pytest.mark.parametrize("name", loader.builtin_names())
 def test_memcheck_and_racecheck_find_nothing_in_the_shipped_kernels(name, tmp_path, record_property):
     r = execute("memcheck", name, None, {}, None, str(tmp_path))
     assert r["ok"], json.dumps(r.get("error"))[:4000]
@@ -167,7 +167,7 @@ def test_memcheck_and_racecheck_find_nothing_in_the_shipped_kernels(name, tmp_pa
                              f"{sorted({e['line'] for e in unguarded['errors'] if e['line']})}")
 
 
-@pytest.mark.parametrize("name", catalogue.builtin_names())
+@pytest.mark.parametrize("name", loader.builtin_names())
 def test_every_shipped_kernel_has_a_point_on_the_roofline(name, record_property):
     r = execute("run", name, None, {}, None)
     assert r["ok"], json.dumps(r.get("error"))[:4000]

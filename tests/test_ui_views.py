@@ -476,8 +476,8 @@ def test_the_default_controls_send_no_tile_parameter_so_the_engine_picks_them():
         params = ctl.engine_params(values, dtype)
         assert set(params) == {x.name for x in c.problem} | {"dtype"}, (name, params)
         # and the engine, given that request, says the tile was its own choice, not the user's
-        from playground.engine import catalogue
-        config = catalogue.load(name).resolve(params).to_json()
+        from playground.engine.kernel import loader
+        config = loader.load(name).resolve(params).to_json()
         assert config["picked_by"] in ("rule", "table", "default") and config["set_by_user"] == [], (name, config)
         assert set(ctl.auto_picks(c, {**values, "dtype": dtype}, config)) == {x.name for x in c.tile}, name
     # one value typed in is the only tile parameter sent, and the engine says it was the user's
@@ -485,8 +485,8 @@ def test_the_default_controls_send_no_tile_parameter_so_the_engine_picks_them():
     values = {**c.defaults(), "M": "3000", "block_N": "128"}
     params = ctl.engine_params(values, values.pop("dtype"))
     assert set(params) - {"M", "N", "K", "dtype"} == {"block_N"}
-    from playground.engine import catalogue
-    config = catalogue.load("gemm").resolve(params).to_json()
+    from playground.engine.kernel import loader
+    config = loader.load("gemm").resolve(params).to_json()
     assert config["set_by_user"] == ["block_N"] and "block_N set by you" in config["why"]
     assert "block_N" not in ctl.auto_picks(c, values, config) and "block_M" in ctl.auto_picks(c, values, config)
 
@@ -515,7 +515,7 @@ def test_the_page_shows_what_auto_became_and_why():
 
 
 def test_choosing_a_preset_leaves_its_tile_to_the_engine_which_picks_the_presets_tuned_config():
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.ui import gateway as engine
     c = ctl.controls_for(engine.describe("softmax"))
     long_rows = next(label for label in c.presets if "32768" in label)
@@ -526,10 +526,10 @@ def test_choosing_a_preset_leaves_its_tile_to_the_engine_which_picks_the_presets
     assert ctl.preset_for(c, values) == long_rows
     params = ctl.engine_params(values, values.pop("dtype"))
     assert set(params) == {"M", "N", "dtype"}
-    config = catalogue.load("softmax").resolve(params).to_json()
+    config = loader.load("softmax").resolve(params).to_json()
     assert config["picked_by"] == "preset" and config["tile"]["cluster"] == c.tuned[long_rows]["cluster"]
     # a tile value typed in after the preset is sent as the user's; the rest still comes from the preset
-    config = catalogue.load("softmax").resolve({**params, "threads": "512"}).to_json()
+    config = loader.load("softmax").resolve({**params, "threads": "512"}).to_json()
     assert config["set_by_user"] == ["threads"] and config["tile"]["threads"] == 512
     assert config["tile"]["cluster"] == c.tuned[long_rows]["cluster"] and "tuned for" in config["why"]
     back = ctl.preset_values(c, "16384×4096")  # leaving the tuned size leaves its tuning

@@ -308,8 +308,8 @@ def line_of(source: str, needle: str) -> int:
 
 # -- reading a file: the forms, the parameters -------------------------------------------------------------------
 def test_eager_jit_parameters_are_its_non_tensor_arguments_and_its_t_const_shapes(tmp_path):
-    from playground.engine import catalogue
-    k = catalogue.load(str(write(tmp_path, QUICKSTART)))
+    from playground.engine.kernel import loader
+    k = loader.load(str(write(tmp_path, QUICKSTART)))
     d = k.describe()
     params = {p["name"]: p for p in d["parameters"]}
     assert list(params) == ["block_M", "block_N", "block_K", "M", "N", "K"], "tensors A and B are not parameters"
@@ -321,9 +321,9 @@ def test_eager_jit_parameters_are_its_non_tensor_arguments_and_its_t_const_shape
 
 
 def test_dtype_arguments_are_choices_and_a_required_argument_is_named(tmp_path):
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.engine.errors import StageError
-    k = catalogue.load(str(write(tmp_path, GEMM_EXAMPLE)))
+    k = loader.load(str(write(tmp_path, GEMM_EXAMPLE)))
     params = {p["name"]: p for p in k.describe()["parameters"]}
     assert params["dtype"]["kind"] == "dtype" and params["dtype"]["default"] == "float16"
     assert {"float16", "bfloat16", "float32"} <= set(params["dtype"]["choices"])
@@ -337,9 +337,9 @@ def test_dtype_arguments_are_choices_and_a_required_argument_is_named(tmp_path):
 
 
 def test_lazy_jit_keeps_out_idx_and_pass_configs_and_infers_inputs_and_bytes(tmp_path):
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.engine.compile import make_prim_func
-    k = catalogue.load(str(write(tmp_path, RMSNORM)))
+    k = loader.load(str(write(tmp_path, RMSNORM)))
     config = k.resolve({"M": 64, "N": 1024})
     func = make_prim_func(k, config)
     assert dict(func.attrs["tilelang_pass_configs"])["tl.disable_tma_lower"], "the decorator's pass_configs"
@@ -351,9 +351,9 @@ def test_lazy_jit_keeps_out_idx_and_pass_configs_and_infers_inputs_and_bytes(tmp
 
 
 def test_eager_outputs_from_t_empty_are_the_outputs(tmp_path):
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.engine.compile import make_prim_func
-    k = catalogue.load(str(write(tmp_path, QUICKSTART)))
+    k = loader.load(str(write(tmp_path, QUICKSTART)))
     func = make_prim_func(k, k.resolve({"M": 128, "N": 64, "K": 32}))
     assert "tilelang_out_idx" not in func.attrs, "the compiled kernel takes its outputs, poisoned, as arguments"
     assert k.output_positions(func) == [2]
@@ -362,8 +362,8 @@ def test_eager_outputs_from_t_empty_are_the_outputs(tmp_path):
 
 
 def test_autotune_configs_are_the_tuning_space_and_the_first_is_the_default(tmp_path):
-    from playground.engine import catalogue
-    k = catalogue.load(str(write(tmp_path, AUTOTUNED)))
+    from playground.engine.kernel import loader
+    k = loader.load(str(write(tmp_path, AUTOTUNED)))
     assert k.tune_configs() == [{"block": 256, "threads": 128}, {"block": 512, "threads": 128},
                                 {"block": 512, "threads": 256}]
     assert k.space == {"block": [256, 512], "threads": [128, 256]}
@@ -374,8 +374,8 @@ def test_autotune_configs_are_the_tuning_space_and_the_first_is_the_default(tmp_
 
 
 def test_a_module_level_prim_func_has_no_parameters(tmp_path):
-    from playground.engine import catalogue
-    k = catalogue.load(str(write(tmp_path, FIXED)))
+    from playground.engine.kernel import loader
+    k = loader.load(str(write(tmp_path, FIXED)))
     assert k.describe()["parameters"] == [] and k.resolve({}).problem == {}
 
 
@@ -390,10 +390,10 @@ def test_several_kernels_in_one_file_are_listed_and_one_is_picked(tmp_path):
 
 
 def test_the_shipped_kernels_load_the_new_way_with_their_contracts():
-    from playground.engine import catalogue
-    for name in catalogue.builtin_names():
-        k = catalogue.load(str(ROOT / "kernels" / f"{name}.py"))
-        assert k.name == name and k.describe()["presets"] == catalogue.load(name).describe()["presets"]
+    from playground.engine.kernel import loader
+    for name in loader.builtin_names():
+        k = loader.load(str(ROOT / "kernels" / f"{name}.py"))
+        assert k.name == name and k.describe()["presets"] == loader.load(name).describe()["presets"]
 
 
 # -- compiling from the command line (a path) and through the job layer (kernel "") -----------------------------
@@ -441,8 +441,8 @@ def test_a_helper_module_beside_the_kernel_imports(tmp_path):
 
 
 def test_a_multi_file_source_is_written_to_one_folder(tmp_path):
-    from playground.engine import catalogue
-    k = catalogue.load("", {"negate.py": WITH_HELPER, "tile_sizes.py": "BLOCK = 128\n"}, tmp_path)
+    from playground.engine.kernel import loader
+    k = loader.load("", {"negate.py": WITH_HELPER, "tile_sizes.py": "BLOCK = 128\n"}, tmp_path)
     assert k.name == "negate" and (k.path.parent / "tile_sizes.py").exists()
 
 
@@ -499,7 +499,7 @@ def test_a_missing_required_argument_is_named(tmp_path):
 
 def test_an_argument_of_the_wrong_type_is_refused(tmp_path, jobs_server):
     code, result = cli_json("compile", str(write(tmp_path, QUICKSTART)), *sets({"M": "big", "N": 64, "K": 64}))
-    assert code == 1 and result["error"]["stage"] == "parameters" and "M='big' is not an int" in result["error"]["message"]
+    assert code == 1 and result["error"]["stage"] == "parameters" and "M='big' is not a whole number" in result["error"]["message"]
     r = jobs_server.run_job("compile", "", RMSNORM, {"M": 64, "N": 1024, "block_M": 1.5}, session="types")
     assert r["error"]["stage"] == "parameters" and "block_M" in r["error"]["message"]
 
@@ -639,10 +639,10 @@ def test_a_dynamic_shape_is_a_size_to_make_inputs_of_and_compiles(tmp_path):
     """T.symbolic("M"): the kernel compiles for any M, so M is no argument of the function, but the page asks for it
     (inputs are made at one size); the grid of the compiled kernel is given at that size."""
     import torch
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.engine.compile import build, make_prim_func
-    from playground.engine.user_kernel import static_shape
-    k = catalogue.load(str(write(tmp_path, DYNAMIC)))
+    from playground.engine.kernel import static_shape
+    k = loader.load(str(write(tmp_path, DYNAMIC)))
     params = {p["name"]: p for p in k.describe()["parameters"]}
     assert params["M"]["required"] and params["M"]["source"] == "T.symbolic" and k.problem_names == ["M"]
     config = k.resolve({"M": 1000})
@@ -671,9 +671,9 @@ def test_integer_outputs_must_equal_the_reference_exactly():
 
 
 def test_two_outputs_come_from_the_references_tuple_and_keyword_only_tiles_are_parameters(tmp_path):
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.engine.compile import make_prim_func
-    k = catalogue.load(str(write(tmp_path, SUM_DIFF)))
+    k = loader.load(str(write(tmp_path, SUM_DIFF)))
     assert k.problem_names == ["M", "N"] and k.tile_names == ["block"] and k.dtypes[0] == "float16"
     func = make_prim_func(k, k.resolve({"M": 64, "N": 64, "block": "16"}))
     assert k.output_positions(func) == [2, 3], "reference(a, b) takes two inputs: the other two buffers are outputs"
@@ -681,8 +681,8 @@ def test_two_outputs_come_from_the_references_tuple_and_keyword_only_tiles_are_p
 
 def test_numpy_numbers_in_the_declarations_are_plain_numbers(tmp_path):
     """A preset's np.int64 reached the compile cache's JSON key and failed there as an internal error."""
-    from playground.engine import catalogue
-    k = catalogue.load(str(write(tmp_path, DECLARED)))
+    from playground.engine.kernel import loader
+    k = loader.load(str(write(tmp_path, DECLARED)))
     config = k.resolve({"preset": "tall"})
     assert type(config.problem["N"]) is int and json.dumps(config.to_json()) and json.dumps(k.describe())
 
@@ -701,19 +701,19 @@ def test_numpy_numbers_in_the_declarations_are_plain_numbers(tmp_path):
 def test_declarations_naming_what_the_kernel_lacks_are_refused_at_their_line(tmp_path, old, new, message, needle):
     """A typo in SPACE (block_K for block_N) was dropped without a word: never tuned, never shown; a preset without a
     size the source needs ran on whatever size the page held before."""
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     from playground.engine.errors import StageError
     text = DECLARED.replace(old, new)
     with pytest.raises(StageError) as err:
-        catalogue.load(str(write(tmp_path, text)))
+        loader.load(str(write(tmp_path, text)))
     assert err.value.stage == "definition" and message in err.value.message
     assert err.value.line == line_of(text, needle)
 
 
 def test_a_files_other_kernel_is_not_refused_for_the_declarations_of_the_kernel_named_like_the_file():
     """kernels/gemm.py's OPTIONS (warp_specialized) are gemm's: picking gemm_pipelined of that file still loads."""
-    from playground.engine import catalogue
-    k = catalogue.load(str(ROOT / "kernels" / "gemm.py"), entry="gemm_pipelined")
+    from playground.engine.kernel import loader
+    k = loader.load(str(ROOT / "kernels" / "gemm.py"), entry="gemm_pipelined")
     assert k.name == "gemm_pipelined" and "warp_specialized" not in k.tile_names
 
 
@@ -795,26 +795,26 @@ def reference(a):
 
 
 def test_a_top_level_dynamic_size_belongs_to_the_kernels_that_use_it_and_numpy_ranges_are_a_space(tmp_path):
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     path = write(tmp_path, TOP_LEVEL_SYMBOLIC)
-    uses = catalogue.load(str(path), entry="rows_add")
+    uses = loader.load(str(path), entry="rows_add")
     assert "M" in uses.problem_names and uses.space == {"block": [128, 256]}
-    other = catalogue.load(str(path), entry="fixed_add")
+    other = loader.load(str(path), entry="fixed_add")
     assert "M" not in other.problem_names  # it would be asked for a size it has no use for
     other.resolve({})
 
 
 def test_a_top_level_dynamic_size_kept_under_another_python_name_is_still_asked_for(tmp_path):
     # `rows = T.symbolic("M")`, used as `rows`: the size is M, and without it the inputs cannot be made.
-    from playground.engine import catalogue
+    from playground.engine.kernel import loader
     source = (TOP_LEVEL_SYMBOLIC.replace('M = T.symbolic("M")', 'rows = T.symbolic("M")')
               .replace("(M, N)", "(rows, N)").replace("ceildiv(M,", "ceildiv(rows,").replace("< M:", "< rows:"))
     assert re.findall(r"\bM\b", source) == ["M"]  # only in T.symbolic("M")
     path = write(tmp_path, source)
-    uses = catalogue.load(str(path), entry="rows_add")
+    uses = loader.load(str(path), entry="rows_add")
     assert "M" in uses.problem_names
     assert uses.resolve({"M": 8}).problem["M"] == 8
-    assert "M" not in catalogue.load(str(path), entry="fixed_add").problem_names
+    assert "M" not in loader.load(str(path), entry="fixed_add").problem_names
 
 
 def test_exact_outputs_are_compared_as_integers_beyond_what_a_double_holds():

@@ -1,6 +1,6 @@
 """The engine: a pure library (no UI, no processes of its own beyond parallel compiles).
 
-source → catalogue (a kernel file and its declarations) → compile (CUDA, PTX, SASS, resources, line map) →
-verify / timing (on the GPU) → run, tune, sweep and bench (plans over one measurement). `errors.StageError` is the
-one shape every failure takes.
+source → kernel (the kernel model: a file, its declarations, a resolved Config) → compile (CUDA, PTX, SASS,
+resources, line map) → verify / timing (on the GPU) → run, tune, sweep and bench (plans over one measurement).
+`errors.StageError` is the one shape every failure takes.
 """

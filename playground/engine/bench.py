@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from .catalogue import ROOT, Config, Kernel, load
 from .compile import resolve_arch
 from .errors import StageError
-from .measure import Measurement, MeasureOptions, Measurer, new_seed, problem_label, rates
+from .kernel import ROOT, Config, Kernel, load, problem_label
+from .measure import Measurement, MeasureOptions, Measurer, new_seed, rates
 
 BENCH_DIR = ROOT / "bench"
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import compile_cache as cache, limits
-from .catalogue import Config, Kernel
 from .errors import StageError, clip, first_line, format_exception, user_line_from_text, user_line_from_traceback
+from .kernel import KERNELS_DIR, Config, Kernel, concrete
 
 ARCHES = ("sm_90a", "sm_90", "sm_80", "sm_86", "sm_89", "sm_100a", "sm_120")
 DEFAULT_ARCH = "sm_90a"  # Hopper: the H100/H200 a class server most likely has; wgmma needs the "a" variant
@@ -113,7 +113,7 @@ def split_line_directives_with_origins(cuda: str, user_file: str, source: str = 
 
 def kernel_module_dirs(user_file: str) -> tuple[Path, ...]:
     """Where the kernel modules a kernel file may import live: beside it, and the shipped kernels' folder."""
-    return (Path(user_file).parent, Path(__file__).resolve().parents[2] / "kernels")
+    return (Path(user_file).parent, KERNELS_DIR)
 
 
 def origin_quotes(origins: list[str | None], files: dict[str, str]) -> dict[str, str]:
@@ -438,7 +438,7 @@ def make_prim_func(kernel: Kernel, config: Config):
         raise StageError("python", f"the kernel's code raised {type(exc).__name__}({exc})",
                          user_line_from_traceback(exc, str(kernel.path)), clip(format_exception(exc))) from None
     attrs = func.attrs or {}
-    if "tilelang_out_idx" in attrs:  # kept under our own name: which buffers are outputs (user_kernel.py)
+    if "tilelang_out_idx" in attrs:  # kept under our own name: which buffers are outputs (kernel/inferred.py)
         func = func.without_attr("tilelang_out_idx").with_attr("playground_out_idx", attrs["tilelang_out_idx"])
     if kernel.pass_configs:
         func = func.with_attr("tilelang_pass_configs", {**kernel.pass_configs,
@@ -452,7 +452,6 @@ def make_prim_func(kernel: Kernel, config: Config):
 def launch_info(jit, sizes: dict | None = None) -> dict[str, Any]:
     """Grid, block and dynamic shared memory from the lowered device module. A dynamic shape's (T.symbolic) extent
     is its value at `sizes` (the problem's), else its expression as text: the kernel launches for any value."""
-    from .user_kernel import concrete
     info: dict[str, Any] = {}
     device_mod = getattr(getattr(jit, "artifact", None), "device_mod", None)
     if device_mod is None:

@@ -47,8 +47,9 @@ SOURCES = ("user", "preset", "table", "rule", "default")
 class Choice:
     """The tile parameters the engine picked for what the request left out, and where they came from."""
     tile: dict[str, Any]
-    picked_by: str                 # "preset", "table", "rule" or "default"
-    tuned_for: str | None = None   # "4096×32768 on NVIDIA H200", for "table" and "preset"
+    picked_by: str                   # "preset", "table", "rule" or "default"
+    tuned_at: dict | None = None     # for "table" and "preset": the problem the config was tuned for ...
+    gpu: str | None = None           # ... and on which GPU model (the Config says "4096×32768 on NVIDIA H200")
 
 
 # -- the GPU model ------------------------------------------------------------------------------------------------
@@ -96,16 +97,10 @@ def distance(a: dict, b: dict) -> float:
 
 def shape_class(kernel, problem: dict, dtype: str) -> str:
     """The kernel file's `shape_class(problem, dtype)` if it has one, else the problem's switches (causal, ...)."""
-    from .catalogue import call_with
-    fn = getattr(kernel.module, "shape_class", None)
-    if callable(fn):
-        return str(call_with(fn, problem=problem, dtype=dtype, **problem))
+    declared = kernel.declared_shape_class(problem, dtype)
+    if declared is not None:
+        return declared
     return ", ".join(f"{k}={v}" for k, v in sorted(switches(problem).items()))
-
-
-def label(problem: dict) -> str:
-    from .measure import problem_label
-    return problem_label(problem)
 
 
 # -- the tables ------------------------------------------------------------------------------------------------------
@@ -215,14 +210,12 @@ def _locked(lock_path: Path):
 def choose(kernel, problem: dict, dtype: str, gpu: str | None = None) -> Choice:
     """The tile parameters for what a request leaves out (the factory defaults, then the rule, then the nearest
     tuned config, then the preset's, each laid over the one before), and the source of the last layer present."""
-    from .catalogue import call_with
     names = kernel.tile_names
     tile = {n: kernel.defaults[n] for n in names if n in kernel.defaults}
-    picked_by, tuned_for = "default", None
-    rule = getattr(kernel.module, "pick_config", None)
-    if callable(rule):
-        sms = kernel.defaults.get("num_sms") or 132  # the GPU present (catalogue.Kernel.defaults)
-        picked = call_with(rule, problem=problem, dtype=dtype, num_sms=sms, **problem) or {}
+    picked_by = "default"
+    sms = kernel.defaults.get("num_sms") or 132  # the GPU present (kernel.contract.Kernel.defaults)
+    picked = kernel.rule(problem, dtype, sms)
+    if picked is not None:
         tile.update({k: v for k, v in picked.items() if k in names})
         picked_by = "rule"
     gpu = gpu or gpu_model()
@@ -232,9 +225,9 @@ def choose(kernel, problem: dict, dtype: str, gpu: str | None = None) -> Choice:
     own_run_here = found is not None and found[0]["origin"] == "user" and found[1] == 0
     if preset and not own_run_here:
         tile.update(preset)
-        picked_by, tuned_for = "preset", f"{label(problem)} on {REFERENCE_GPU}"
-    elif found is not None:
+        return Choice(tile, "preset", dict(problem), REFERENCE_GPU)
+    if found is not None:
         entry = found[0]
         tile.update({k: v for k, v in entry["tile"].items() if k in names and k != "num_sms"})
-        picked_by, tuned_for = "table", f"{label(entry['problem'])} on {entry['gpu']}"
-    return Choice(tile, picked_by, tuned_for)
+        return Choice(tile, "table", entry["problem"], entry["gpu"])
+    return Choice(tile, picked_by)

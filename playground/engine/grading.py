@@ -27,10 +27,9 @@ import re
 import sys
 from pathlib import Path
 
-from .catalogue import Config, load_file
 from .errors import StageError, clip, format_exception
-from .measure import (MeasureOptions, Measurer, Runner, device_error, new_seed, problem_label, quiet,
-                      verification_failure)
+from .kernel import Config, load_file, problem_label
+from .measure import MeasureOptions, Measurer, Runner, device_error, new_seed, quiet, verification_failure
 from .source import import_file, write_source
 
 from .tir_check import load_tir  # noqa: F401  (the grade job's kernels, read back as data and checked)

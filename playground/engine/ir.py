@@ -14,9 +14,9 @@ import contextlib
 import sys
 import time
 
-from .catalogue import Config, Kernel
 from .compile import make_prim_func, resolve_arch, tilelang_error
 from .errors import StageError
+from .kernel import Config, Kernel
 
 MAX_IR_CHARS = 400_000  # one pass's text; a flash-attention module is about 60 k characters
 

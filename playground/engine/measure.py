@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import device, parallel_compile as parallel
-from .catalogue import Config, Kernel, call_with
 from .compile import build
 from .errors import StageError, clip, format_exception
-from .user_kernel import static_shape
+from .kernel import Config, Kernel, call_with, problem_label, static_shape
 from .verify import compare, poisoned, refill, torch_dtype, unchecked
 
 Progress = Callable[[str, float], None]  # (what is happening, fraction of this measurement done)
@@ -37,24 +36,6 @@ def quiet(_: str, __: float) -> None:
 
 def new_seed() -> int:
     return int.from_bytes(os.urandom(4), "little")
-
-
-def problem_label(problem: dict) -> str:
-    """"4096×4096×4096", "8×32×4096×128 causal": the sizes before the first switch in the file's order, then the
-    switches that are on; a number after a switch is a variant's count (flash_attention's group_size), written with
-    its name, and not at all when it is 1, the plain case ("8×32×4096×128 causal group_size=4")."""
-    words, numbers, after_switch = [], [], False
-    for name, v in problem.items():
-        if isinstance(v, int) and not isinstance(v, bool):
-            if not after_switch:
-                numbers.append(str(v))
-            elif v != 1:
-                words.append(f"{name}={v}")
-        else:
-            after_switch = True
-            if v is True or isinstance(v, str):
-                words.append(name if v is True else v)
-    return " ".join(["×".join(numbers)] + words)
 
 
 # -- failures on the GPU ------------------------------------------------------------------------------------------

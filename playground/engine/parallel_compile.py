@@ -16,10 +16,10 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
 
-from .catalogue import Config, Kernel, load_file
 from . import limits
 from .compile import block_threads, explain, launch_info, make_prim_func, resolve_arch, tilelang_error
 from .errors import StageError
+from .kernel import Config, Kernel, load_file
 
 CACHED_PASS_CONFIGS = {"tl.emit_line_directives": True}
 

@@ -39,9 +39,9 @@ import sys
 import time
 from pathlib import Path
 
-from .catalogue import Config, Kernel
 from .compile import find_cuda_tool, resolve_arch
 from .errors import StageError, clip
+from .kernel import Config, Kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "WarpStateStats",

@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
     from .errors import StageError, clip, format_exception
     try:
         import torch
-        from .catalogue import Config, load_file
+        from .kernel import Config, load_file
         from .measure import Runner, device_error
         from .profile import build_with_line_table
         kernel = load_file(spec["kernel"], Path(spec["source_file"]))

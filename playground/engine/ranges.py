@@ -49,7 +49,7 @@ def _is_int(value) -> bool:
 
 
 def check_config(kernel, config) -> None:
-    """The resolved problem sizes and tile parameters of `kernel` (a catalogue.Kernel) within their ranges."""
+    """The resolved problem sizes and tile parameters of `kernel` (a kernel.Kernel) within their ranges."""
     for name, value in config.problem.items():
         if _is_int(value) and not 1 <= value <= PROBLEM_MAX:
             raise StageError("parameters", f"{name}={value} is out of range: a problem size is 1 to {PROBLEM_MAX} "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .catalogue import Config, Kernel
 from .compile import resolve_arch
+from .kernel import Config, Kernel
 from .measure import MeasureOptions, Measurer, Progress, new_seed, quiet, rates
 
 

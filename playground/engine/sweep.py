@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .catalogue import Config, Kernel
 from .compile import resolve_arch
 from .errors import StageError
-from .measure import Measurement, MeasureOptions, Measurer, new_seed, problem_label, rates
+from .kernel import Config, Kernel, problem_label
+from .measure import Measurement, MeasureOptions, Measurer, new_seed, rates
 
 
 def sweep_problems(kernel: Kernel, config: Config) -> list[dict]:

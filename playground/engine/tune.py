@@ -13,9 +13,9 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from .catalogue import Config, Kernel
 from .compile import resolve_arch
 from .errors import StageError
+from .kernel import Config, Kernel, problem_label
 from .measure import Measurement, MeasureOptions, Measurer, new_seed, rates
 
 Progress = Callable[[str, float, dict | None], None]  # (what, fraction done, the row just finished)
@@ -147,7 +147,7 @@ def store_best(kernel: Kernel, config: Config, tile: dict, median_ms: float, inf
     the server's table only if it beat the one stored for that problem (jobs/runner.py, `remember(keep_faster)`).
     Says where it went, or why it was not stored."""
     from . import config_choice
-    from .catalogue import builtin_names, builtin_path
+    from .kernel import builtin_names, builtin_path
     if kernel.name not in builtin_names() or kernel.path != builtin_path(kernel.name).resolve():
         return {"ok": False, "why": "only the shipped kernels' tuning runs are kept"}
     if config.set_by_user:
@@ -166,4 +166,4 @@ def store_best(kernel: Kernel, config: Config, tile: dict, median_ms: float, inf
     # Where it went is named by the table's file name only: a server's folders are nobody's business.
     return {"ok": True, "table": path.name, "gpu": gpu, "kernel": kernel.name, "problem": dict(config.problem),
             "dtype": config.dtype, "tile": tile, "median_ms": median_ms,
-            "tuned_for": f"{config_choice.label(config.problem)} on {gpu}"}
+            "tuned_for": f"{problem_label(config.problem)} on {gpu}"}

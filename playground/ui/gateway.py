@@ -184,9 +184,9 @@ def is_original(kernel: str, source: str | None) -> bool:
 # -- the catalogue (our own kernel files only) --------------------------------------------------------------------
 def kernel_names() -> list[str]:
     """The catalogue's kernels whose files load, in the catalogue's order."""
-    from playground.engine import catalogue
+    from playground.engine.kernel import builtin_names
     names = []
-    for name in catalogue.builtin_names():
+    for name in builtin_names():
         try:
             describe(name)
         except Exception as exc:  # a kernel file another developer is still writing
@@ -200,18 +200,18 @@ def kernel_names() -> list[str]:
 def describe(name: str) -> dict:
     """A shipped kernel's declarations, read in the server: only a name of the catalogue, never a path (the engine
     imports a path's file, and a file from the page runs only in a sandboxed job)."""
-    from playground.engine import catalogue
     from playground.engine.errors import quoted
-    if name not in catalogue.builtin_names():
+    from playground.engine.kernel import builtin_names, load
+    if name not in builtin_names():
         raise ValueError(f"no kernel named {quoted(name, 100)} in the catalogue (a kernel of your own is sent as "
                          "its source)")
-    return catalogue.load(name).describe()
+    return load(name).describe()
 
 
 def describe_source(kernel: str, source: str | None, params: dict | None = None, *, session: str = "anon") -> dict:
     """The parameters of the kernel being edited, for the page's controls: {"ok", "name", "entries", "parameters":
     [{"name", "kind", "required", "default", "choices", "source"}], "required", "problem", "defaults", "dtypes",
-    "space", "options", "presets", "verified", "verification_note", "warnings", "error"} (user_kernel.describe).
+    "space", "options", "presets", "verified", "verification_note", "warnings", "error"} (UserKernel.describe).
     A shipped kernel's unchanged file is read here; any other text only in a sandboxed job, like a compile."""
     if normalize_source(kernel, source) is None and kernel:
         try:
@@ -223,8 +223,8 @@ def describe_source(kernel: str, source: str | None, params: dict | None = None,
 
 
 def original_source(name: str) -> str:
-    from playground.engine import catalogue
-    return catalogue.builtin_source(name)
+    from playground.engine.kernel import builtin_source
+    return builtin_source(name)
 
 
 def arches() -> list[str]:

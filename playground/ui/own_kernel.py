@@ -23,7 +23,7 @@ OWN_LABEL = "✎ my kernel"
 OWN_DRAFT_KEY = "tilelang-playground-own-kernel"
 TEMPLATE = "template"
 TEMPLATE_PATH = Path(__file__).with_name("templates") / "new_kernel.py"
-# user_kernel.choose_entry's refusal when a file has several kernels and none is picked
+# kernel.inferred.choose_entry's refusal when a file has several kernels and none is picked
 SEVERAL = re.compile(r"the file defines \d+ kernels: ([\w, ]+);")
 
 
