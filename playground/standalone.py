@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import sys
 
-from .cli import execute, print_human
+from .cli import print_human
+from .engine.actions import execute
 
 
 def main(name: str) -> None:

@@ -552,13 +552,13 @@ def test_an_explicit_wgmma_gemm_gets_its_own_expansion_not_an_earlier_t_gemm():
 
 
 def test_gpu_out_of_memory_is_a_device_error_not_an_internal_one():
-    from playground.cli import _is_gpu_failure
+    from playground.engine.actions import is_gpu_failure
     from playground.engine.measure import device_error
 
     class OutOfMemoryError(RuntimeError):  # the name torch gives it
         pass
     exc = OutOfMemoryError("CUDA out of memory. Tried to allocate 10.00 GiB")
-    assert _is_gpu_failure(exc)
+    assert is_gpu_failure(exc)
     err = device_error(exc)
     assert err.stage == "device" and "ran out of memory" in err.message and "context is lost" not in err.message
     lost = device_error(RuntimeError("CUDA error: an illegal memory access was encountered"))

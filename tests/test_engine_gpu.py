@@ -6,8 +6,8 @@ import pytest
 
 from conftest import GEMM, PIPELINED
 from playground.engine import device
+from playground.engine.actions import execute
 from playground.engine.kernel import loader
-from playground.cli import execute
 
 pytestmark = pytest.mark.gpu
 

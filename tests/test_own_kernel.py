@@ -97,7 +97,7 @@ def test_a_run_without_a_reference_is_timed_not_verified_never_a_green_check():
 
 @pytest.mark.gpu
 def test_on_a_gpu_the_template_verifies_and_without_its_reference_is_timed_not_verified(tmp_path):
-    from playground.cli import execute
+    from playground.engine.actions import execute
     from playground.ui import views
     source = TEMPLATE.read_text()
     sizes = {"M": 512, "N": 512, "K": 512}

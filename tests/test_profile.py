@@ -13,7 +13,7 @@ import io
 
 import pytest
 
-from playground.cli import execute
+from playground.engine.actions import execute
 from playground.engine.kernel import loader
 from playground.engine.profile import (align, build_with_line_table, locate, opcode, parse_details, parse_raw,
                                        parse_sanitizer, parse_source, sass_line_table, stall_reasons, stalls_by_line,

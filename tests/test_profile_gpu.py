@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from playground.cli import execute
+from playground.engine.actions import execute
 from playground.engine.kernel import loader
 from playground.ui.profile_view import memcheck_html, profile_html
 from playground.ui.roofline import roofline_figure, roofline_label, roofline_point

@@ -498,7 +498,7 @@ def _need(tool: str) -> str:
 
 
 def _deadline(timeout: float | None) -> float:
-    """When the tools must be done: `timeout` from now, else a little before the job's own alarm (cli.time_limit),
+    """When the tools must be done: `timeout` from now, else a little before the job's own alarm (actions.time_limit),
     else in 10 minutes."""
     if not timeout:
         left = signal.getitimer(signal.ITIMER_REAL)[0]

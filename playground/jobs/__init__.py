@@ -4,7 +4,7 @@
     result = run_job("compile", "gemm", source_text, {"block_M": 64}, session=request.session_hash,
                      on_progress=lambda what, fraction: ...)
 
-`run_job` blocks until the job ends and returns the engine's JSON (see playground.cli.execute); a job that crashes,
+`run_job` blocks until the job ends and returns the engine's JSON (see engine.actions.execute); a job that crashes,
 hangs, floods its output or is turned away by the queue ends with an error answer (stage "timeout", "busy",
 "internal", ...), never an exception. `health()` says whether jobs are sandboxed, what GPU there is and how full the
 queue is.

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     # The warm part: what every job needs, imported before the user is waiting.
     import torch  # noqa: F401
     import tilelang  # noqa: F401
-    from playground.cli import execute, time_limit
+    from playground.engine.actions import execute, time_limit
     from playground.engine.errors import StageError
     import playground.engine.compile, playground.engine.run, playground.engine.tune, playground.engine.sweep  # noqa: F401,E401
     send({"ready": True, "pid": os.getpid()})
