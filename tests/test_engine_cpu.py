@@ -659,6 +659,36 @@ def test_a_whole_float_is_a_size_and_a_bool_option_takes_only_a_bool():
         gemm.resolve({"warp_specialized": 3})
 
 
+@pytest.mark.parametrize("text, value", [("true", True), ("FALSE", False), ("1", True), ("0", False),
+                                         ("Yes", True), ("no", False), ("ON", True), ("off", False)])
+def test_a_switch_takes_the_words_of_a_bool_in_any_case(text, value):
+    assert loader.load("gemm").resolve({"warp_specialized": text}).tile["warp_specialized"] is value
+
+
+@pytest.mark.parametrize("value, shown", [("maybe", "'maybe'"), ("2", "'2'"), (1, "1"), (None, "None")])
+def test_anything_else_for_a_switch_is_refused_naming_the_parameter_the_value_and_what_it_takes(value, shown):
+    with pytest.raises(StageError) as err:
+        loader.load("gemm").resolve({"warp_specialized": value})
+    assert err.value.stage == "parameters"
+    assert err.value.message == f"warp_specialized={shown} is not true or false"
+
+
+def test_a_shipped_kernel_and_a_file_of_ones_own_say_the_same_of_the_same_mistake(tmp_path):
+    # The same factory in a file named otherwise is a kernel of one's own (kernel/inferred.py): one converter
+    # (kernel/params.py) answers both.
+    own = tmp_path / "my_add.py"
+    own.write_text((ROOT / "kernels" / "vector_add.py").read_text())
+    mine, shipped = loader.load(str(own)), loader.load("vector_add")
+    assert type(mine).__name__ == "UserKernel" and type(shipped).__name__ == "Kernel"
+    for bad in ({"N": "abc"}, {"N": 1.5}, {"block_N": "big"}):
+        messages = []
+        for kernel in (mine, shipped):
+            with pytest.raises(StageError) as err:
+                kernel.resolve(bad)
+            messages.append(err.value.message)
+        assert messages[0] == messages[1], bad
+
+
 def test_a_coding_line_python_cannot_use_is_an_error_on_line_one(tmp_path):
     source = "# -*- coding: nosuch -*-\n" + (ROOT / "kernels" / "vector_add.py").read_text()
     with pytest.raises(StageError) as err:
