@@ -241,15 +241,6 @@ class Runner:
         if not v["passed"]:
             raise StageError("verify", f"at {v['label']}: a timed call did not compute its output: {v['message']}")
 
-
-def _same_bits(a, b) -> bool:
-    """Equal bit for bit (NaN included): the tensors' bytes compared."""
-    import torch
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8))
-
-
     def baselines(self, which: bool | tuple[str, ...] = True,
                   bench: bool = False) -> dict[str, Callable[[], object]]:
         """The baselines to time, each a call on this runner's inputs: `which` of the kernel's BASELINES (True:
@@ -257,6 +248,14 @@ def _same_bits(a, b) -> bool:
         functions = self.kernel.baseline_functions(bench)
         return {name: (lambda fn=functions[name]: call_with(fn, *self.inputs, **self.params))
                 for name in baseline_names(self.kernel, which, bench)}
+
+
+def _same_bits(a, b) -> bool:
+    """Equal bit for bit (NaN included): the tensors' bytes compared."""
+    import torch
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8))
 
 
 def baseline_names(kernel: Kernel, which: bool | tuple[str, ...], bench: bool = False) -> list[str]:
