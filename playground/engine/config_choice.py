@@ -209,7 +209,9 @@ def _locked(lock_path: Path):
 # -- the choice ------------------------------------------------------------------------------------------------------
 def choose(kernel, problem: dict, dtype: str, gpu: str | None = None) -> Choice:
     """The tile parameters for what a request leaves out (the factory defaults, then the rule, then the nearest
-    tuned config, then the preset's, each laid over the one before), and the source of the last layer present."""
+    tuned config, then the preset's, each laid over the one before), and the source of the last layer present.
+    The kernel is read through what it answers (tile_names, defaults, rule, declared_shape_class, tuned_tile), never
+    imported: the kernel model's contract calls this module, so it stays below the kernel package."""
     names = kernel.tile_names
     tile = {n: kernel.defaults[n] for n in names if n in kernel.defaults}
     picked_by = "default"
