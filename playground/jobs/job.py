@@ -217,9 +217,10 @@ class Job:
             self.lines.put(None)  # end of stream
 
     def _enter_large(self) -> bool:
-        """Wait for a place among the large answers read at once; False if the job ended meanwhile."""
+        """Wait for a place among the large answers read at once; False if the job was stopped or closed meanwhile
+        (one that ended by itself has the rest of its answer in the pipe: it is read once a place is free)."""
         while not _large_answers.acquire(timeout=0.5):
-            if self.closed or self.overflow is not None or self.proc.poll() is not None:
+            if self.closed or self.overflow is not None:
                 return False
         self.large_since = time.monotonic()
         return True
