@@ -219,7 +219,8 @@ class Runner:
                              "max_abs_error": None, "mismatches": None, "first_mismatches": [], "nonfinite": None,
                              "elements": None, "message": f"the kernel wrote its input {changed}: a kernel may "
                                                           "write its outputs only"})
-        worst = max(verdicts, key=lambda v: (not v["passed"], v["rel_error"] or 0))
+        # A written input comes first: it is the cause, and the outputs' error follows from it.
+        worst = max(verdicts, key=lambda v: (not v["passed"], v["criterion"] == "inputs", v["rel_error"] or 0))
         return {"shape": self.config.problem, "label": problem_label(self.config.problem), **worst,
                 "outputs": verdicts if len(verdicts) > 1 else None}
 
