@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
+from playground.course import submitting
 from playground.settings import Settings
 from playground.store import Store
 from playground.ui import classroom as cls
@@ -71,7 +72,7 @@ def test_new_share_links_are_limited_per_user_and_sharing_the_same_content_again
 
 def test_share_links_made_at_once_never_pass_the_limit_and_idle_names_take_no_room():
     from concurrent.futures import ThreadPoolExecutor
-    from playground.ui.classroom import Recent
+    from playground.course import Recent
     recent = Recent(window=60)
     with ThreadPoolExecutor(16) as pool:
         refused = list(pool.map(lambda _: recent.take("user:Ada", 5), range(64)))
@@ -154,13 +155,13 @@ def test_the_exercise_listing_carries_no_hidden_shape_reference_or_seed(tmp_path
 def test_a_refusal_at_a_hidden_shape_names_no_size():
     ex = cls.load_exercises()["vector_add"]
     hidden = len(ex.visible)  # the first hidden problem
-    refusal = cls.Classroom._refusal(ex, {"stage": "verify", "message": f"wrong result at {ex.hidden[0]['N']}: x",
+    refusal = submitting.refusal(ex, {"stage": "verify", "message": f"wrong result at {ex.hidden[0]['N']}: x",
                                           "line": 3, "log": f"N={ex.hidden[0]['N']}"}, hidden, "not accepted")
     assert refusal["hidden"] and "hidden shape" in refusal["error"]["message"]
     assert str(ex.hidden[0]["N"]) not in json.dumps(refusal)
-    visible = cls.Classroom._refusal(ex, {"stage": "verify", "message": "relative error 1 over the limit"}, 0, "no")
+    visible = submitting.refusal(ex, {"stage": "verify", "message": "relative error 1 over the limit"}, 0, "no")
     assert str(ex.visible[0]["N"]) in visible["error"]["message"]
-    checks = cls.Classroom._checks(ex, [{"problem": i, "passed": i != hidden, "rel_error": 0.5, "message": "m"}
+    checks = submitting.checks(ex, [{"problem": i, "passed": i != hidden, "rel_error": 0.5, "message": "m"}
                                         for i in range(len(ex.problems))])
     assert [c["problem"] for c in checks if c["problem"].startswith("hidden")] == \
         [f"hidden shape {k + 1}" for k in range(len(ex.hidden))]

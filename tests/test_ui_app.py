@@ -236,16 +236,21 @@ def test_the_board_button_with_no_exercise_picked_says_to_pick_one():
     assert frame.empty and "Pick an exercise" in note
 
 
-def test_a_submission_with_tile_parameters_that_are_not_a_json_object_says_so():
-    # Each answer fills every output of the click (an answer short of one was Gradio's error, not ours).
+def test_submit_sends_the_tile_parameters_the_page_controls_hold():
+    # No box of its own: a student who tuned with the controls submits what they tuned (the answer names it).
+    from playground.ui import controls as ctl, gateway
     from playground.ui.layout import Page
     page = Page()
     demo = page.build()
     on_submit = [f for f in demo.fns.values() if any(target[0] == page.submit_btn._id for target in f.targets)]
-    assert len(on_submit) == 1
-    for text, said in (("{bad json", "not JSON"), ("[1]", "are an object")):
-        answer = on_submit[0].fn("vector_add", "x = 1", text, None)
-        assert len(answer) == len(on_submit[0].outputs) and said in answer[0]
+    assert len(on_submit) == 1 and set(page.t_slots) <= set(on_submit[0].inputs)
+    tile = [c.name for c in ctl.controls_for(gateway.describe("vector_add")).tile]
+    data = {c: None for c in on_submit[0].inputs}
+    data.update({page.kernel: "vector_add", page.editor: "x = 1", page.exercise: "vector_add",
+                 page.t_slots[tile.index("block_N")]: "2048"})
+    answer = on_submit[0].fn(data, None)
+    assert set(answer) <= set(on_submit[0].outputs)
+    assert "sent with block_N=2048" in answer[page.submit_answer] and "who you are" in answer[page.submit_answer]
 
 
 def test_edits_of_a_shipped_kernel_come_back_after_a_switch_and_reset_gives_the_original():

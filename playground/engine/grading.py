@@ -18,6 +18,11 @@ inputs must be unchanged after (measure.Runner). What the build job answers is u
 there and could have written anything): it is only ever TIR, which the grade job checks is a kernel and nothing
 else (no settings, no injected source, no host calls) before it compiles it. The grade job's progress names no
 problem (`_no_sizes`): the student watches it.
+
+The GPU's ceilings (copy bandwidth, matmul peak) are measured, or read from the cache, before any of the submission
+runs; an accepted grade says where it was measured (`device`: the GPU, its clocks, temperature and throttle reasons,
+the driver, TileLang) and how close it came to its problem's speed of light there (`sol_percent`: the larger of its
+shares of the copy bandwidth and of the matmul peak), so that one board is fair across GPUs.
 """
 from __future__ import annotations
 
@@ -29,7 +34,8 @@ from pathlib import Path
 
 from .errors import StageError, clip, format_exception
 from .kernel import Config, load_file, problem_label
-from .measure import MeasureOptions, Measurer, Runner, device_error, new_seed, quiet, verification_failure
+from .measure import (MeasureOptions, Measurer, Runner, device_error, new_seed, quiet, rates,
+                      verification_failure)
 from .source import import_file, write_source
 
 from .tir_check import load_tir  # noqa: F401  (the grade job's kernels, read back as data and checked)
@@ -121,7 +127,13 @@ def grade(factory: str, reference: str, tir: list[str], problems: list[dict], ti
     device.require_gpu()
     options = MeasureOptions(arch, new_seed() if seed is None else int(seed), baselines=True, check_shapes=True,
                              budget_ms=budget_ms, audit_timed=True)
-    measurer = Measurer(options, Timer(), None)
+    timer = Timer()
+    progress("measuring this GPU's ceilings", 0.02)
+    try:
+        ceilings = device.ceilings(timer)  # before any of the submission runs (cached per GPU model and driver)
+    except Exception:  # a grade without its share of the speed of light is still a grade
+        ceilings = None
+    measurer = Measurer(options, timer, ceilings)
     config = Config(problems[timed], dtype, {})
     m = measurer.measure(kernel, config, lambda what, fraction: progress(_no_sizes(what), fraction))
     order = [p for i, p in enumerate(problems) if i != timed] + [problems[timed]]  # verify_stage's order
@@ -146,9 +158,60 @@ def grade(factory: str, reference: str, tir: list[str], problems: list[dict], ti
         return {**result, "error": StageError("verify", "after timing, on new inputs: " + err.message).to_json(),
                 "failed_problem": timed}
     times = dict(m.times)
-    result.update(ok=True, times=times, median_ms=times["kernel"]["median_ms"],
+    median_ms = times["kernel"]["median_ms"]
+    result.update(ok=True, times=times, median_ms=median_ms,
                   baselines={k: v["median_ms"] for k, v in times.items() if k != "kernel"})
+    result.update(rates(kernel, config, median_ms, ceilings))  # tflops, gbps, percent_of_copy_bandwidth, _matmul_peak
+    shares = [result.get(k) for k in ("percent_of_copy_bandwidth", "percent_of_matmul_peak")]
+    result["sol_percent"] = max((x for x in shares if x), default=None)
+    result["device"] = measurement_record(measurer, ceilings)
     return result
+
+
+# NVML's clock event reasons, by bit (nvmlClocksEventReason*). The GPU is idle when the record is read, just after
+# the timing, so "idle" is left out: it says nothing of the measurement.
+THROTTLE_REASONS = {0x2: "application clocks setting", 0x4: "software power cap", 0x8: "hardware slowdown",
+                    0x10: "sync boost", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
+                    0x80: "hardware power brake", 0x100: "display clock setting"}
+
+
+def throttle_reasons() -> list[str] | None:
+    """Why the GPU's clocks are held below their maximum now, as NVML says (names of THROTTLE_REASONS); None where
+    NVML cannot say. The GPU is CUDA's device 0 of this job, found by its PCI address (NVML ignores
+    CUDA_VISIBLE_DEVICES)."""
+    try:
+        import pynvml
+        import torch
+        props = torch.cuda.get_device_properties(0)
+        pci = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0".encode()
+        pynvml.nvmlInit()
+    except Exception:  # no nvidia-ml-py, no driver, a torch without PCI ids
+        return None
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci)
+        reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+            or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        mask = int(reasons(handle))
+    except Exception:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+
+
+def measurement_record(measurer: Measurer, ceilings: dict | None) -> dict:
+    """Where and how the grade was measured: the GPU and its clocks, temperature and power now (just after the
+    timing), the throttle reasons, the driver, torch, CUDA and TileLang, and the ceilings the share is of."""
+    import time
+    try:
+        import tilelang
+        version = getattr(tilelang, "__version__", None)
+    except Exception:
+        version = None
+    return {**measurer.device_info(), "throttle_reasons": throttle_reasons(), "tilelang": version,
+            "ceilings": {k: v for k, v in (ceilings or {}).items() if k in ("copy_gbps", "matmul_tflops", "how")},
+            "measured_at": time.time()}
 
 
 def _no_sizes(what: str) -> str:

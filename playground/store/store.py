@@ -1,4 +1,5 @@
-"""What the class keeps: share links, the roster, submissions and leaderboards, over one `Database`.
+"""What the class keeps: share links, the roster, submissions and leaderboards, flags, announcements, deadline
+extensions and each student's compiles and runs on an exercise, over one `Database`.
 
 Everything here is plain data in and out (dicts, str); nothing here runs or imports a user's code.
 """
@@ -172,15 +173,86 @@ class Store:
     def add_students(self, passwords: dict[str, str]) -> None:
         """Add (or give a new password to) each student of {name: password}; the passwords are stored hashed."""
         rows = [(clean_name(name), hash_password(pw), time.time()) for name, pw in passwords.items()]
-        with self.db.transaction() as conn:
+        with self.db.transaction() as conn:  # (a removed student imported again is back on the roster)
             conn.executemany("INSERT INTO students (name, password_hash, created_at) VALUES (?, ?, ?) "
-                             "ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash", rows)
+                             "ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash, "
+                             "removed_at = NULL", rows)
 
     def students(self) -> list[str]:
-        return [r["name"] for r in self.db.query("SELECT name FROM students ORDER BY name")]
+        """The names on the roster now (removed students left out)."""
+        return [r["name"] for r in self.db.query("SELECT name FROM students WHERE removed_at IS NULL ORDER BY name")]
 
     def has_roster(self) -> bool:
+        """Has a roster ever been imported? (Removing every student leaves it in force: the class password never
+        comes back by itself.)"""
         return self.db.one("SELECT 1 FROM students LIMIT 1") is not None
+
+    def remove_student(self, name: str) -> bool:
+        """Take `name` off the roster: their login is refused and they are left off the boards and the grades; their
+        submissions stay. False if the roster has no such student."""
+        with self.db.transaction() as conn:
+            cur = conn.execute("UPDATE students SET removed_at = ? WHERE name = ? AND removed_at IS NULL",
+                               (time.time(), clean_name(name)))
+            return cur.rowcount == 1
+
+    def removed_students(self) -> set[str]:
+        return {r["name"] for r in self.db.query("SELECT name FROM students WHERE removed_at IS NOT NULL")}
+
+    def set_password(self, name: str, password: str) -> bool:
+        """A new password for one student of the roster (stored hashed); False if there is no such student."""
+        with self.db.transaction() as conn:
+            cur = conn.execute("UPDATE students SET password_hash = ? WHERE name = ? AND removed_at IS NULL",
+                               (hash_password(password), clean_name(name)))
+            return cur.rowcount == 1
+
+    def roster(self) -> list[dict]:
+        """Every name the class knows (the roster's, and any other that logged in, submitted or worked on an
+        exercise), with when it was last seen, its submissions and accepted ones, whether it is on the roster."""
+        rows = self.db.query(
+            """WITH names AS (SELECT name FROM students UNION SELECT student FROM seen
+                              UNION SELECT student FROM submissions UNION SELECT student FROM activity),
+                    subs AS (SELECT student, count(*) AS n, sum(status = 'accepted') AS accepted,
+                                    max(created_at) AS last FROM submissions GROUP BY student),
+                    acts AS (SELECT student, count(*) AS n, max(created_at) AS last FROM activity GROUP BY student)
+               SELECT names.name, st.created_at AS added_at, st.removed_at, seen.last_seen,
+                      coalesce(subs.n, 0) AS submissions, coalesce(subs.accepted, 0) AS accepted,
+                      coalesce(acts.n, 0) AS activity, subs.last AS last_submission, acts.last AS last_activity,
+                      a.alias
+               FROM names LEFT JOIN students st ON st.name = names.name LEFT JOIN seen ON seen.student = names.name
+                    LEFT JOIN subs ON subs.student = names.name LEFT JOIN acts ON acts.student = names.name
+                    LEFT JOIN aliases a ON a.student = names.name
+               ORDER BY names.name""")
+        out = []
+        for r in rows:
+            times = [t for t in (r["last_seen"], r["last_submission"], r["last_activity"]) if t is not None]
+            out.append({"student": r["name"], "on_roster": r["added_at"] is not None and r["removed_at"] is None,
+                        "removed": r["removed_at"] is not None, "last_seen": max(times) if times else None,
+                        "submissions": r["submissions"], "accepted": r["accepted"], "activity": r["activity"],
+                        "alias": r["alias"]})
+        return out
+
+    def touch(self, student: str, when: float | None = None) -> None:
+        """`student` was seen now (a login, a compile, a run, a submission)."""
+        with self.db.transaction() as conn:
+            conn.execute("INSERT INTO seen (student, last_seen) VALUES (?, ?) ON CONFLICT (student) DO UPDATE SET "
+                         "last_seen = max(last_seen, excluded.last_seen)", (clean_name(student), when or time.time()))
+
+    # -- the names students show on the boards --------------------------------------------------------------------
+    def set_alias(self, student: str, alias: str | None) -> None:
+        """Show `alias` on the boards for `student` (None: their own name again). A name another student shows
+        already raises StoreError (the database's UNIQUE, without case)."""
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM aliases WHERE student = ?", (clean_name(student),))
+            if alias:
+                conn.execute("INSERT INTO aliases (student, alias, created_at) VALUES (?, ?, ?)",
+                             (clean_name(student), alias, time.time()))
+
+    def aliases(self) -> dict[str, str]:
+        return {r["student"]: r["alias"] for r in self.db.query("SELECT student, alias FROM aliases")}
+
+    def alias_of(self, student: str) -> str | None:
+        row = self.db.one("SELECT alias FROM aliases WHERE student = ?", (student,))
+        return None if row is None else row["alias"]
 
     def check_student(self, name: str, password: str) -> bool:
         return self.student_credential(name, password) is not None
@@ -193,12 +265,14 @@ class Store:
         return stored if matched and stored is not None else None
 
     def password_hash_of(self, name: str) -> str | None:
-        row = self.db.one("SELECT password_hash FROM students WHERE name = ?", (" ".join(str(name or "").split()),))
+        row = self.db.one("SELECT password_hash FROM students WHERE name = ? AND removed_at IS NULL",
+                          (" ".join(str(name or "").split()),))
         return None if row is None else row["password_hash"]
 
     def password_hashes(self) -> dict[str, str]:
-        """{name: stored hash} of the whole roster."""
-        return {r["name"]: r["password_hash"] for r in self.db.query("SELECT name, password_hash FROM students")}
+        """{name: stored hash} of the whole roster (a removed student has none: their login is refused)."""
+        return {r["name"]: r["password_hash"]
+                for r in self.db.query("SELECT name, password_hash FROM students WHERE removed_at IS NULL")}
 
     # -- the server's own keys ------------------------------------------------------------------------------------
     def secret(self, name: str) -> bytes:
@@ -214,38 +288,112 @@ class Store:
     # -- submissions ------------------------------------------------------------------------------------------------
     def add_submission(self, exercise: str, student: str, source: str, params: dict, *, accepted: bool,
                        median_ms: float | None = None, baseline_ms: float | None = None, message: str = "",
-                       detail: dict | None = None) -> int:
+                       detail: dict | None = None, gpu: str | None = None, sol_percent: float | None = None,
+                       record: dict | None = None, late: bool = False, when: float | None = None) -> int:
+        """Keep a submission; `when` (seconds since the epoch) is now unless given."""
         with self.db.transaction() as conn:
             cur = conn.execute(
                 "INSERT INTO submissions (exercise, student, source, params, status, median_ms, baseline_ms, "
-                "message, detail, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "message, detail, gpu, sol_percent, record, late, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (exercise, student, source, _canonical(params or {}), "accepted" if accepted else "refused",
-                 median_ms, baseline_ms, message, _canonical(detail or {}), time.time()))
+                 median_ms, baseline_ms, message, _canonical(detail or {}), gpu, sol_percent,
+                 _canonical(record or {}), int(bool(late)), time.time() if when is None else float(when)))
             return int(cur.lastrowid)
 
     @staticmethod
     def _submission(row, with_source: bool) -> dict:
         out = {k: row[k] for k in ("id", "exercise", "student", "status", "median_ms", "baseline_ms", "message",
-                                   "created_at")}
+                                   "created_at", "gpu", "sol_percent")}
+        out["late"] = bool(row["late"])
+        out["flag"] = row["flag"]  # the teacher's reason, where the submission is flagged
         out["params"] = json.loads(row["params"])
         out["speedup"] = (row["baseline_ms"] / row["median_ms"]) if row["median_ms"] and row["baseline_ms"] else None
         if with_source:
             out["source"] = row["source"]
             out["detail"] = json.loads(row["detail"])
+            out["record"] = json.loads(row["record"])
         return out
 
-    def submissions(self, exercise: str | None = None, student: str | None = None) -> list[dict]:
-        """Every submission (newest first), without the source: the teacher's list, or one student's own."""
-        sql, args = "SELECT * FROM submissions WHERE 1", []
+    _SUBMISSIONS = "SELECT s.*, f.reason AS flag FROM submissions s LEFT JOIN flags f ON f.submission = s.id WHERE 1"
+
+    def submissions(self, exercise: str | None = None, student: str | None = None,
+                    with_source: bool = False) -> list[dict]:
+        """Every submission (newest first), without the source unless asked: the teacher's list, or one student's
+        own."""
+        sql, args = self._SUBMISSIONS, []
         if exercise:
-            sql, args = sql + " AND exercise = ?", args + [exercise]
+            sql, args = sql + " AND s.exercise = ?", args + [exercise]
         if student:
-            sql, args = sql + " AND student = ?", args + [student]
-        return [self._submission(r, False) for r in self.db.query(sql + " ORDER BY id DESC", tuple(args))]
+            sql, args = sql + " AND s.student = ?", args + [student]
+        return [self._submission(r, with_source) for r in self.db.query(sql + " ORDER BY s.id DESC", tuple(args))]
 
     def submission(self, submission_id: int) -> dict | None:
-        row = self.db.one("SELECT * FROM submissions WHERE id = ?", (int(submission_id),))
+        row = self.db.one(self._SUBMISSIONS + " AND s.id = ?", (int(submission_id),))
         return None if row is None else self._submission(row, True)
+
+    # -- flags ------------------------------------------------------------------------------------------------------
+    def flag(self, submission_id: int, reason: str) -> bool:
+        """Take a submission off the board and out of the grades, kept, with the teacher's `reason` (flagging it
+        again replaces the reason); False if there is no such submission."""
+        with self.db.transaction() as conn:
+            if conn.execute("SELECT 1 FROM submissions WHERE id = ?", (int(submission_id),)).fetchone() is None:
+                return False
+            conn.execute("INSERT INTO flags (submission, reason, created_at) VALUES (?, ?, ?) ON CONFLICT "
+                         "(submission) DO UPDATE SET reason = excluded.reason, created_at = excluded.created_at",
+                         (int(submission_id), reason, time.time()))
+            return True
+
+    def unflag(self, submission_id: int) -> bool:
+        with self.db.transaction() as conn:
+            return conn.execute("DELETE FROM flags WHERE submission = ?", (int(submission_id),)).rowcount == 1
+
+    # -- announcements ----------------------------------------------------------------------------------------------
+    def announce(self, text: str) -> int:
+        """Post `text` on every page ("" takes the announcement down); its id."""
+        with self.db.transaction() as conn:
+            return int(conn.execute("INSERT INTO announcements (text, created_at) VALUES (?, ?)",
+                                    (text, time.time())).lastrowid)
+
+    def announcement(self) -> dict | None:
+        """The announcement in force: {"id", "text", "created_at"}, or None."""
+        row = self.db.one("SELECT * FROM announcements ORDER BY id DESC LIMIT 1")
+        if row is None or not row["text"]:
+            return None
+        return {"id": row["id"], "text": row["text"], "created_at": row["created_at"]}
+
+    # -- deadlines moved for one student ------------------------------------------------------------------------------
+    def extend(self, exercise: str, student: str, deadline: float) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("INSERT INTO extensions (exercise, student, deadline, created_at) VALUES (?, ?, ?, ?) "
+                         "ON CONFLICT (exercise, student) DO UPDATE SET deadline = excluded.deadline, "
+                         "created_at = excluded.created_at", (exercise, clean_name(student), float(deadline),
+                                                              time.time()))
+
+    def extension(self, exercise: str, student: str) -> float | None:
+        row = self.db.one("SELECT deadline FROM extensions WHERE exercise = ? AND student = ?", (exercise, student))
+        return None if row is None else float(row["deadline"])
+
+    def extensions(self, exercise: str) -> dict[str, float]:
+        return {r["student"]: float(r["deadline"]) for r in
+                self.db.query("SELECT student, deadline FROM extensions WHERE exercise = ?", (exercise,))}
+
+    # -- what students did on an exercise ---------------------------------------------------------------------------
+    def add_activity(self, exercise: str, student: str, action: str, ok: bool, stage: str | None = None,
+                     message: str = "", median_ms: float | None = None, sol_percent: float | None = None,
+                     when: float | None = None) -> int:
+        with self.db.transaction() as conn:
+            return int(conn.execute(
+                "INSERT INTO activity (exercise, student, action, ok, stage, message, median_ms, sol_percent, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (exercise, clean_name(student), action, int(bool(ok)), (stage or None) and str(stage)[:32],
+                 str(message or "")[:300], median_ms, sol_percent,
+                 time.time() if when is None else float(when))).lastrowid)
+
+    def activity(self, exercise: str) -> list[dict]:
+        """Every compile and run on `exercise`, oldest first."""
+        return [dict(r) | {"ok": bool(r["ok"])} for r in self.db.query(
+            "SELECT * FROM activity WHERE exercise = ? ORDER BY created_at, id", (exercise,))]
 
     # -- boards -----------------------------------------------------------------------------------------------------
     def reset_board(self, exercise: str) -> int:
@@ -256,23 +404,39 @@ class Store:
                          (exercise, int(last), time.time()))
             return int(last)
 
+    def undo_reset(self, exercise: str) -> bool:
+        """Take back the exercise's last board reset (its entries come back); False if it has none."""
+        with self.db.transaction() as conn:
+            return conn.execute("DELETE FROM board_resets WHERE rowid = (SELECT max(rowid) FROM board_resets "
+                                "WHERE exercise = ?)", (exercise,)).rowcount == 1
+
     def leaderboard(self, exercise: str) -> list[dict]:
-        """Per student, the fastest accepted submission since the last reset, fastest first."""
+        """Per student, the best accepted submission since the last reset, best first: the highest share of the
+        speed of light where the grader measured it (a share is fair between GPUs), then the fastest. Flagged
+        submissions and removed students are left off; `student` is the student's own name, `alias` the name
+        they chose to show."""
         rows = self.db.query(
             """WITH since AS (SELECT coalesce(max(after_id), 0) AS after_id FROM board_resets WHERE exercise = ?),
-                    ranked AS (SELECT s.*, row_number() OVER (PARTITION BY student ORDER BY median_ms, id) AS nth
+                    ranked AS (SELECT s.*, row_number() OVER (PARTITION BY student ORDER BY sol_percent IS NULL,
+                                                              sol_percent DESC, median_ms, id) AS nth
                                FROM submissions s, since
-                               WHERE s.exercise = ? AND s.status = 'accepted' AND s.id > since.after_id),
+                               WHERE s.exercise = ? AND s.status = 'accepted' AND s.id > since.after_id
+                                     AND s.id NOT IN (SELECT submission FROM flags)
+                                     AND s.student NOT IN (SELECT name FROM students WHERE removed_at IS NOT NULL)),
                     tries AS (SELECT student, count(*) AS n FROM submissions s, since
                               WHERE s.exercise = ? AND s.id > since.after_id GROUP BY student)
-               SELECT ranked.*, tries.n AS attempts FROM ranked JOIN tries USING (student)
-               WHERE nth = 1 ORDER BY median_ms, id""", (exercise, exercise, exercise))
+               SELECT ranked.*, tries.n AS attempts, a.alias FROM ranked JOIN tries USING (student)
+                    LEFT JOIN aliases a ON a.student = ranked.student
+               WHERE nth = 1 ORDER BY sol_percent IS NULL, sol_percent DESC, median_ms, id""",
+            (exercise, exercise, exercise))
         board = []
         for rank, r in enumerate(rows, 1):
-            board.append({"rank": rank, "student": r["student"], "median_ms": r["median_ms"],
+            board.append({"rank": rank, "student": r["student"], "alias": r["alias"], "median_ms": r["median_ms"],
                           "baseline_ms": r["baseline_ms"],
                           "speedup": r["baseline_ms"] / r["median_ms"] if r["baseline_ms"] else None,
-                          "submission": r["id"], "attempts": r["attempts"], "submitted_at": r["created_at"]})
+                          "gpu": r["gpu"], "sol_percent": r["sol_percent"], "late": bool(r["late"]),
+                          "record": json.loads(r["record"]), "submission": r["id"], "attempts": r["attempts"],
+                          "submitted_at": r["created_at"]})
         return board
 
 

@@ -618,12 +618,14 @@ class Page:
 
     def on_compile(self, data: dict, request: gr.Request, progress=gr.Progress()):
         result, out = self.engine_action("compile", data, request, progress)
+        classroom.note_activity(self, data, "compile", result, request)  # (with an exercise picked: the class's)
         out.update(self.marks_after(data, result))
         out.update(self.apply_compiled("compile", data, result, request))
         return out
 
     def on_run(self, data: dict, request: gr.Request, progress=gr.Progress()):
         result, out = self.engine_action("run", data, request, progress)
+        classroom.note_activity(self, data, "run", result, request)
         out.update(self.marks_after(data, result))
         out.update(self.apply_compiled("run", data, result, request))
         out[self.verify] = views.verification_html(result)
@@ -716,7 +718,7 @@ class Page:
         compiled = {self.cuda, self.ptx, self.sass, self.host, self.src_line, self.last, self.resources, self.cu_dl,
                     self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b, self.diff,
                     self.code_note}
-        inputs = self.setup | {self.last, self.history}
+        inputs = self.setup | {self.last, self.history, self.exercise}  # (the exercise: classroom.note_activity)
         compile_job = self.compile_btn.click(self.on_compile, inputs, common | compiled, **engine_kw)
         compile_job.then(None, [self.error_line], None, js=SCROLL_TO_ERROR_JS).then(None, None, None,
                                                                                     js=SCROLL_TO_MARK_JS)

@@ -1,0 +1,47 @@
+"""The boards: per exercise, each student's best accepted submission (the store ranks them: the share of the speed
+of light first, which is fair between GPUs, then the time), shown under the name the student chose to show, with the
+GPU it ran on and its measurement record; and the rules of those chosen names."""
+from __future__ import annotations
+
+import unicodedata
+
+from .access import TEACHER, user_name
+from .exercises import Exercise, label
+
+ALIAS_LIMIT = 24
+
+
+def check_alias(alias, student: str, others: set[str]) -> tuple[str | None, str | None]:
+    """(the name to show, None) or (None, why not). A name is 2 to 24 printable characters (letters, digits, spaces
+    and - _ . ' only), not 'teacher', not another student's own name (`others`: the names the class knows), and
+    starts with a letter or a digit (so no spreadsheet reads it as a formula). "" takes the chosen name away."""
+    text = user_name(alias)
+    if not text:
+        return "", None
+    if len(text) < 2 or len(text) > ALIAS_LIMIT:
+        return None, f"a name on the boards is 2 to {ALIAS_LIMIT} characters"
+    if not all(c.isalnum() or c in " -_.'" for c in text) or not text.isprintable():
+        return None, "a name on the boards is letters, digits, spaces and - _ . ' only"
+    if not text[0].isalnum():
+        return None, "a name on the boards starts with a letter or a digit"
+    fold = unicodedata.normalize("NFKC", text).casefold()
+    if fold == TEACHER or fold in {unicodedata.normalize("NFKC", o).casefold() for o in others if o != student}:
+        return None, "that is someone else's name: choose one of your own"
+    return text, None
+
+
+def board(ex: Exercise, rows: list[dict], teacher: bool = False) -> dict:
+    """The board's answer: rows as the store ranked them, each `student` the name shown (the chosen one where there
+    is one; the teacher sees both), `target met` against the exercise's time target."""
+    out = []
+    for r in rows:
+        shown = r["alias"] or r["student"]
+        if teacher and r["alias"]:
+            shown = f"{r['alias']} ({r['student']})"
+        row = {k: v for k, v in r.items() if k not in ("alias", "student")}
+        row["student"] = shown
+        row["met_target"] = ex.target_ms is not None and r["median_ms"] <= ex.target_ms
+        if teacher:
+            row["rerun"] = f"?rerun={r['submission']}"
+        out.append(row)
+    return {"ok": True, "exercise": ex.name, "timed_at": label(ex.timed), "target_ms": ex.target_ms, "rows": out}
