@@ -299,7 +299,9 @@ def test_an_exercise_starter_comes_with_its_kernel_and_compiles(page, url):
     choose(page, page.locator("#pg-exercise-pick"), "Tiled GEMM on the tensor cores (tiled_gemm)")
     page.click("#pg-exercise-starter")
     page.wait_for_function("() => document.querySelector('#pg-editor .cm-line').innerText.startsWith('\"\"\"Tiled GEMM')")
-    assert page.locator("#pg-kernel input").input_value() == "gemm"  # the kernel the starter defines
+    # a kernel of one's own: its controls are the starter's (the student's factory), not the shipped gemm's
+    assert page.locator("#pg-kernel input").input_value() == "✎ my kernel"
+    assert slot(page, "block_M").count() == 1 and slot(page, "warp_specialized").count() == 0
     assert page.locator("#pg-kept-draft").is_visible()  # the text it replaced, to download
     page.click("#pg-compile")
     status = wait_idle(page)

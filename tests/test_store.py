@@ -196,3 +196,72 @@ def test_a_write_that_cannot_get_the_lock_in_time_is_a_store_error_not_a_crash(t
         holder.execute("ROLLBACK")
     store.add_submission("softmax", "ann", "source", {}, accepted=True, median_ms=1.0)  # and works once it is free
     assert len(store.submissions("softmax")) == 1
+
+
+def test_a_database_of_the_earlier_schema_migrates_with_its_rows_kept(tmp_path):
+    # A class's database made before the course tables (schema 2): opening it adds them, and its rows read back.
+    from playground.store.db import FILE_NAME, _statements
+    conn = sqlite3.connect(tmp_path / FILE_NAME, isolation_level=None)
+    conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)")
+    for version, path in migrations()[:2]:
+        for statement in _statements(path.read_text()):
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_version VALUES (?, 0)", (version,))
+    conn.execute("INSERT INTO submissions (exercise, student, source, params, status, median_ms, baseline_ms, "
+                 "created_at) VALUES ('gemm', 'Ada', 'src', '{}', 'accepted', 1.0, 2.0, 0)")
+    conn.execute("INSERT INTO students (name, password_hash, created_at) VALUES ('Ada', 'scrypt$x', 0)")
+    conn.close()
+    store = Store(tmp_path)
+    assert store.db.version() == len(migrations()) >= 3
+    (row,) = store.leaderboard("gemm")
+    assert (row["student"], row["gpu"], row["sol_percent"], row["late"], row["record"]) == ("Ada", None, None, False,
+                                                                                          {})
+    assert store.submission(1)["flag"] is None and store.students() == ["Ada"]
+    assert store.roster()[0]["submissions"] == 1
+
+
+@pytest.mark.parametrize("sql", [
+    "INSERT INTO flags (submission, reason, created_at) VALUES (1, '', 0)",  # a flag says why
+    "INSERT INTO flags (submission, reason, created_at) VALUES (999, 'x', 0)",  # of a submission that exists
+    "INSERT INTO aliases (student, alias, created_at) VALUES ('Ada', 'x', 0)",  # a name of 2 to 24 characters
+    "INSERT INTO aliases (student, alias, created_at) VALUES ('Ada', ' padded', 0)",
+    "INSERT INTO activity (exercise, student, action, ok, created_at) VALUES ('e', 's', 'tune', 1, 0)",
+    "INSERT INTO activity (exercise, student, action, ok, median_ms, created_at) VALUES ('e', 's', 'run', 1, -1, 0)",
+    "INSERT INTO announcements (text, created_at) VALUES (printf('%.2001c', 'x'), 0)",
+    "UPDATE submissions SET record = 'not json' WHERE id = 1",
+    "UPDATE submissions SET sol_percent = 0 WHERE id = 1",
+])
+def test_the_course_tables_refuse_rows_that_make_no_sense(tmp_path, sql):
+    store = Store(tmp_path)
+    store.add_submission("gemm", "Ada", "src", {}, accepted=True, median_ms=1.0)
+    with pytest.raises(StoreError, match="refused"):
+        with store.db.transaction() as conn:
+            conn.execute(sql)
+
+
+def test_flags_aliases_announcements_extensions_and_activity_round_trip(tmp_path):
+    store = Store(tmp_path)
+    first = store.add_submission("gemm", "Ada", "a", {}, accepted=True, median_ms=1.0, sol_percent=40.0, gpu="H100",
+                                 record={"driver": "580"}, late=True)
+    store.add_submission("gemm", "Grace", "b", {}, accepted=True, median_ms=2.0, sol_percent=60.0, gpu="H200")
+    assert [r["student"] for r in store.leaderboard("gemm")] == ["Grace", "Ada"]  # the larger share first
+    assert store.flag(first, "copied") and not store.flag(999, "x")
+    assert store.submission(first)["flag"] == "copied" and [r["student"] for r in store.leaderboard("gemm")] == \
+        ["Grace"]
+    assert store.unflag(first) and not store.unflag(first)
+    store.set_alias("Ada", "Speedy")
+    with pytest.raises(StoreError):
+        store.set_alias("Grace", "SPEEDY")  # unique without case
+    assert store.aliases() == {"Ada": "Speedy"} and store.leaderboard("gemm")[1]["alias"] == "Speedy"
+    assert store.announcement() is None
+    store.announce("hello")
+    assert store.announcement()["text"] == "hello"
+    store.announce("")
+    assert store.announcement() is None
+    store.extend("gemm", "Ada", 100.0)
+    store.extend("gemm", "Ada", 200.0)
+    assert store.extension("gemm", "Ada") == 200.0 and store.extension("gemm", "Grace") is None
+    store.add_activity("gemm", "Ada", "run", True, median_ms=0.5, sol_percent=30.0, when=5.0)
+    assert [(a["action"], a["ok"], a["sol_percent"]) for a in store.activity("gemm")] == [("run", True, 30.0)]
+    assert store.reset_board("gemm") and store.leaderboard("gemm") == [] and store.undo_reset("gemm")
+    assert len(store.leaderboard("gemm")) == 2 and not store.undo_reset("gemm")

@@ -761,7 +761,7 @@ def wire(page, demo) -> None:
         if teacher_ex:
             out.append(gr.update(choices=[("every exercise", "")] + [(n, n) for n in names],
                                  value=teacher_picked[0] if teacher_picked and teacher_picked[0] in names else ""))
-        return out
+        return tuple(out) if len(out) > 1 else out[0]
     demo.load(refresh_exercises, [page.exercise, *teacher_ex], [page.exercise, *teacher_ex], **light)
     page.exercise.focus(refresh_exercises, [page.exercise, *teacher_ex], [page.exercise, *teacher_ex], **light)
 
