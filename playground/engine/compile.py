@@ -508,6 +508,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
     if progress:
         progress("lowering: TileLang builds and lowers the kernel", 0.1)
     prim_func = make_prim_func(kernel, config)
+    limits.before_lowering(prim_func, arch, user_file, kernel.source)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nvcc-keep-") as keep:
         pass_configs = {
@@ -519,7 +520,8 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         if not use_tilelang_cache:
             tilelang.env.disable_cache()
         try:
-            with contextlib.redirect_stdout(sys.stderr), reporting_nvcc(progress):
+            with contextlib.redirect_stdout(sys.stderr), reporting_nvcc(progress), \
+                    limits.while_lowered(arch, limits.shared_buffers(prim_func), user_file, kernel.source):
                 jit = tilelang.compile(prim_func, target={"kind": "cuda", "arch": arch}, pass_configs=pass_configs)
         except StageError:
             raise

@@ -29,8 +29,10 @@ def build_jit(kernel: Kernel, config: Config, arch: str | None):
     import tilelang
     arch = resolve_arch(arch)
     prim_func = make_prim_func(kernel, config)
+    limits.before_lowering(prim_func, arch, str(kernel.path), kernel.source)
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sys.stderr), \
+                limits.while_lowered(arch, limits.shared_buffers(prim_func), str(kernel.path), kernel.source):
             jit = tilelang.compile(prim_func, target={"kind": "cuda", "arch": arch}, pass_configs=CACHED_PASS_CONFIGS)
     except StageError:
         raise
