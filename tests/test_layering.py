@@ -23,7 +23,7 @@ PACKAGE = ROOT / "playground"
 LAYERS = {"settings": 0, "engine": 1, "store": 2, "jobs": 3, "ui": 4}
 ENTRY_POINTS = {"playground.cli", "playground.standalone", "playground.__main__"}
 # The kernel model's modules, in the one order their imports go (each imports only those before it).
-KERNEL_ORDER = ["words", "params", "buffers", "contract", "declarations", "inferred", "loader"]
+KERNEL_ORDER = ["words", "params", "buffers", "contract", "declarations", "static", "inferred", "loader"]
 
 # What the jobs and ui layers still have, for the engineers working there to remove: each cycle as the modules it
 # runs through, each private import as (importer, imported module, name).

@@ -70,15 +70,29 @@ def test_required_arguments_are_controls_without_a_value_and_are_asked_for(tmp_p
     assert "Give M, N, K" in note
 
 
-def test_a_file_with_several_kernels_is_named_in_the_engines_refusal(tmp_path):
+def test_a_file_with_several_kernels_is_described_with_each_for_the_picker(tmp_path):
     from playground.engine.kernel import loader
-    from playground.engine.errors import StageError
     from playground.ui import own_kernel
-    with pytest.raises(StageError) as info:
-        loader.load("", loader.builtin_source("softmax"), tmp_path)
-    match = own_kernel.SEVERAL.search(info.value.message)
+    d = {"ok": True, **loader.load("", loader.builtin_source("softmax"), tmp_path).describe()}
     # (softmax_cluster, which softmax.py imports from softmax_long.py, is not a kernel of this file)
-    assert match and [n.strip() for n in match.group(1).split(",")] == ["softmax", "softmax_short_rows"]
+    assert own_kernel.entries(d) == ["softmax", "softmax_short_rows"]
+    assert all(e["parameters"] and e["line"] for e in d["entries"])
+
+
+def test_values_the_file_gives_are_shown_as_from_the_file_and_only_the_rest_asked_for(tmp_path):
+    from playground.engine.kernel import loader
+    from playground.ui import own_kernel
+    source = TEMPLATE.read_text().replace("M: int = 1024, N: int = 1024, K: int = 1024", "M: int, N: int, K: int")
+    source = source.replace("PRESETS = ", "_UNUSED = ") + "\n\nif __name__ == \"__main__\":\n    gemm_relu(M=512, N=256)\n"
+    file = tmp_path / "own_from_file.py"
+    file.write_text(source)
+    d = {"ok": True, **loader.load(str(file)).describe()}
+    assert own_kernel.required(d) == ["K"]
+    c = own_kernel.controls(d)
+    assert [(x.name, x.default) for x in c.problem] == [("M", "512"), ("N", "256"), ("K", "")]
+    note = own_kernel.note_html(d, c.defaults())
+    assert "From the file: M=512, N=256 (the call of the kernel in the __main__ block, line" in note
+    assert "Give K" in note
 
 
 def test_a_run_without_a_reference_is_timed_not_verified_never_a_green_check():

@@ -18,41 +18,46 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")  # from Gradio's queue
 
+# TileLang's README quick-start, as its README writes it (the kernel, then a script that runs it on a GPU)
 QUICKSTART = '''import torch
 import tilelang
 import tilelang.language as T
 
 
 @tilelang.jit
-def gemm_relu(A, B, block_M: int = 64, block_N: int = 64, block_K: int = 32):
+def matmul_relu(A, B, block_M: int = 128, block_N: int = 128, block_K: int = 32):
     M, N, K = T.const("M, N, K")
     A: T.Tensor((M, K), T.float16)
     B: T.Tensor((K, N), T.float16)
     C = T.empty((M, N), T.float16)
 
     with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
-        A_s = T.alloc_shared((block_M, block_K), T.float16)
-        B_s = T.alloc_shared((block_K, block_N), T.float16)
-        acc = T.alloc_fragment((block_M, block_N), T.float32)
-        T.clear(acc)
-        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
-            T.copy(A[by * block_M, k * block_K], A_s)
-            T.copy(B[k * block_K, bx * block_N], B_s)
-            T.gemm(A_s, B_s, acc)
+        A_shared = T.alloc_shared((block_M, block_K), T.float16)
+        B_shared = T.alloc_shared((block_K, block_N), T.float16)
+        C_local = T.alloc_fragment((block_M, block_N), T.float32)
+
+        T.clear(C_local)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+            T.copy(A[by * block_M, k * block_K], A_shared)
+            T.copy(B[k * block_K, bx * block_N], B_shared)
+            T.gemm(A_shared, B_shared, C_local)
+
         for i, j in T.Parallel(block_M, block_N):
-            acc[i, j] = T.max(acc[i, j], 0)
-        T.copy(acc, C[by * block_M, bx * block_N])
+            C_local[i, j] = T.max(C_local[i, j], 0)
+
+        T.copy(C_local, C[by * block_M, bx * block_N])
 
     return C
 
 
-M = N = K = 512
+M = N = K = 1024
 a = torch.randn((M, K), device="cuda", dtype=torch.float16)
 b = torch.randn((K, N), device="cuda", dtype=torch.float16)
-c = gemm_relu(a, b)
+c = matmul_relu(a, b)
 torch.testing.assert_close(c, torch.relu(a @ b), rtol=1e-2, atol=1e-2)
 print("GEMM + ReLU passed.")
 '''
+QUICKSTART_KERNEL_ONLY = QUICKSTART[:QUICKSTART.index("M = N = K")]
 
 GEMM_EXAMPLE = '''import tilelang
 import tilelang.language as T
@@ -269,12 +274,13 @@ def copy_tiles(M, N, block=64):
     return main
 '''
 
-# What each kernel needs to be given: the sizes (and, where the source has no defaults, the tile sizes).
+# What each kernel is given beyond what its file gives: the quick-start's sizes come from its script's tensors, the
+# GEMM example's tiles from its main() (its sizes are set smaller here), the elementwise example's every argument
+# from the call in its main(); the RMSNorm's sizes are given nowhere in its file.
 GIVEN = {
-    "quickstart": (QUICKSTART, {"M": 256, "N": 256, "K": 256}),
-    "gemm_example": (GEMM_EXAMPLE, {"M": 256, "N": 256, "K": 256, "block_M": 64, "block_N": 64, "block_K": 32}),
-    "elementwise": (ELEMENTWISE, {"M": 256, "N": 256, "block_M": 32, "block_N": 32, "in_dtype": "float32",
-                                  "out_dtype": "float32", "threads": 128}),
+    "quickstart": (QUICKSTART, {}),
+    "gemm_example": (GEMM_EXAMPLE, {"M": 256, "N": 256, "K": 256}),
+    "elementwise": (ELEMENTWISE, {}),
     "rmsnorm": (RMSNORM, {"M": 64, "N": 1024}),
 }
 
@@ -307,33 +313,78 @@ def line_of(source: str, needle: str) -> int:
 
 
 # -- reading a file: the forms, the parameters -------------------------------------------------------------------
-def test_eager_jit_parameters_are_its_non_tensor_arguments_and_its_t_const_shapes(tmp_path):
+def test_the_readme_quick_start_takes_its_sizes_from_the_tensors_its_script_makes(tmp_path):
+    """M, N, K are T.const: the script at the bottom (`M = N = K = 1024`, `a = torch.randn((M, K))`,
+    `matmul_relu(a, b)`) gives them, read from the text (it is not run: it needs a GPU); the block sizes are the
+    function's defaults, and tile values by how the kernel uses them."""
     from playground.engine.kernel import loader
     k = loader.load(str(write(tmp_path, QUICKSTART)))
     d = k.describe()
     params = {p["name"]: p for p in d["parameters"]}
     assert list(params) == ["block_M", "block_N", "block_K", "M", "N", "K"], "tensors A and B are not parameters"
-    assert params["block_M"]["default"] == 64 and params["block_M"]["kind"] == "int"
-    assert d["required"] == ["M", "N", "K"] and params["M"]["source"] == "T.const"
+    assert params["block_M"]["default"] == 128 and params["block_M"]["kind"] == "int"
+    assert params["block_M"]["origin"] == "default" and params["block_M"]["use"] == "tile"
+    assert d["required"] == [] and params["M"]["source"] == "T.const"
+    call = line_of(QUICKSTART, "c = matmul_relu(a, b)")
+    assert {n: params[n]["default"] for n in "MNK"} == {"M": 1024, "N": 1024, "K": 1024}
+    assert params["M"]["origin"] == "file" and f"line {call}" in params["M"]["from"]
+    assert d["from_file"]["K"] == {"value": 1024, "from": params["K"]["from"]}
+    assert d["problem"] == ["M", "N", "K"] and k.tile_names == ["block_M", "block_N", "block_K"]
     assert d["verified"] is False and "reference" in d["verification_note"]
     # the script at the bottom needs a GPU; on this machine it stops, and that is a warning, not an error
     assert d["warnings"] and d["warnings"][0]["line"] == line_of(QUICKSTART, 'device="cuda"')
+    config = k.resolve({})
+    assert config.problem == {"M": 1024, "N": 1024, "K": 1024} and config.tile["block_M"] == 128
 
 
-def test_dtype_arguments_are_choices_and_a_required_argument_is_named(tmp_path):
+def test_a_tensor_of_another_shape_in_the_script_gives_its_own_sizes(tmp_path):
+    from playground.engine.kernel import loader
+    text = QUICKSTART_KERNEL_ONLY + ("a = torch.randn(512, 256).cuda().half()\n"
+                                     "b = torch.empty((256, 384), dtype=torch.float16)\nc = matmul_relu(a, b)\n")
+    k = loader.load(str(write(tmp_path, text)))
+    assert k.resolve({}).problem == {"M": 512, "N": 384, "K": 256}
+
+
+def test_what_no_place_in_the_file_sets_is_asked_for(tmp_path):
+    from playground.engine.kernel import loader
+    from playground.engine.errors import StageError
+    k = loader.load(str(write(tmp_path, QUICKSTART_KERNEL_ONLY)))
+    assert k.describe()["required"] == ["M", "N", "K"] and k.describe()["from_file"] == {}
+    with pytest.raises(StageError) as err:
+        k.resolve({"M": 256})
+    assert err.value.stage == "parameters" and "N, K" in err.value.message and "--set N=…" in err.value.message
+
+
+def test_dtype_arguments_are_choices_and_block_sizes_are_tile_values_by_their_use(tmp_path):
+    """examples/gemm: matmul(A, B, block_M, block_N, block_K, dtype=...) with no defaults for the blocks; its main()
+    compiles it with M=N=K=1024 and 128, 128, 32. The blocks are tile values (grid divisors, shared tiles), never
+    problem sizes, whatever their place in the signature."""
     from playground.engine.kernel import loader
     from playground.engine.errors import StageError
     k = loader.load(str(write(tmp_path, GEMM_EXAMPLE)))
-    params = {p["name"]: p for p in k.describe()["parameters"]}
+    d = k.describe()
+    params = {p["name"]: p for p in d["parameters"]}
     assert params["dtype"]["kind"] == "dtype" and params["dtype"]["default"] == "float16"
     assert {"float16", "bfloat16", "float32"} <= set(params["dtype"]["choices"])
+    assert d["problem"] == ["M", "N", "K"] and {"block_M", "block_N", "block_K"} <= set(k.tile_names)
+    assert d["required"] == [] and d["warnings"] == [], "main() under `if __name__ == \"__main__\":` is not run"
+    main_call = line_of(GEMM_EXAMPLE, "matmul.compile(")
+    assert params["block_M"]["default"] == 128 and params["block_K"]["default"] == 32
+    assert params["block_M"]["from"] == f"the call of the kernel in main(), line {main_call}"
+    config = k.resolve({"M": 256, "N": 256, "K": 256, "dtype": "bfloat16"})
+    assert config.dtype == "bfloat16" and config.problem["M"] == 256
+    assert config.to_json()["picked_by"] == "file" and "from the file" in config.why()
+    mine = k.resolve({"M": 256, "N": 256, "K": 256, "block_M": "64"}).to_json()
+    assert mine["picked_by"] == "user" and mine["set_by_user"] == ["block_M"] and mine["tile"]["block_M"] == 64
+    assert mine["why"] == "block_M set by you; the rest from the file (the values its own code gives)"
+    no_main = GEMM_EXAMPLE[:GEMM_EXAMPLE.index("def main():")]
+    bare = loader.load(str(write(tmp_path, no_main, "bare.py")))
+    assert bare.describe()["required"] == ["block_M", "block_N", "block_K", "M", "N", "K"]
+    assert {"block_M", "block_N", "block_K"} <= set(bare.tile_names)
     with pytest.raises(StageError) as err:
-        k.resolve({"M": 256, "N": 256, "K": 256})
+        bare.resolve({"M": 256, "N": 256, "K": 256})
     assert err.value.stage == "parameters"
     assert all(n in err.value.message for n in ("block_M", "block_N", "block_K"))
-    assert k.describe()["warnings"] == [], "main() under `if __name__ == \"__main__\":` is not run"
-    config = k.resolve({**GIVEN["gemm_example"][1], "dtype": "bfloat16"})
-    assert config.dtype == "bfloat16" and config.problem["M"] == 256
 
 
 def test_lazy_jit_keeps_out_idx_and_pass_configs_and_infers_inputs_and_bytes(tmp_path):
@@ -379,14 +430,124 @@ def test_a_module_level_prim_func_has_no_parameters(tmp_path):
     assert k.describe()["parameters"] == [] and k.resolve({}).problem == {}
 
 
-def test_several_kernels_in_one_file_are_listed_and_one_is_picked(tmp_path):
+def test_describe_of_a_file_with_several_kernels_lists_them_and_a_compile_asks_for_one(tmp_path):
     path = write(tmp_path, TWO_KERNELS)
     code, result = cli_json("describe", str(path))
+    assert code == 0 and result["ok"] and result["entry_needed"] is True
+    assert [(e["name"], e["line"], e["parameters"]) for e in result["entries"]] == [
+        ("add_one", line_of(TWO_KERNELS, "@tilelang.jit"), ["N", "block"]),
+        ("add_two", line_of(TWO_KERNELS, "def add_two"), ["N", "block"])]
+    assert "--set entry=add_one" in result["warnings"][0]["message"]
+    code, result = cli_json("compile", str(path), "--set", "N=4096")
     assert code == 1 and result["error"]["stage"] == "parameters"
-    assert "add_one" in result["error"]["message"] and "add_two" in result["error"]["message"]
+    assert "add_one (line" in result["error"]["message"] and "(--set entry=add_one)" in result["error"]["message"]
     code, result = cli_json("describe", str(path), "--set", "entry=add_two")
-    assert code == 0 and result["name"] == "add_two" and result["form"] == "factory"
+    assert code == 0 and result["name"] == "add_two" and result["form"] == "factory" and not result["entry_needed"]
     assert [e["name"] for e in result["entries"]] == ["add_one", "add_two"]
+
+
+def test_of_several_kernels_the_one_the_files_own_script_runs_is_taken_whatever_the_files_name(tmp_path):
+    """TileLang's examples/norm/rms_norm.py defines rms_norm_splitk and rms_norm, and its __main__ block compiles
+    rms_norm: sent as text (written as kernel.py), it is that one, at the sizes the block gives."""
+    from playground.engine.kernel import loader
+    text = TWO_KERNELS + '\n\nif __name__ == "__main__":\n    N = 8192\n    kernel = add_two(N, block=128)\n'
+    k = loader.load("", text, tmp_path)
+    assert k.name == "add_two" and k.describe()["picked"] == "the file's own code calls it first"
+    assert k.resolve({}).problem == {"N": 8192} and k.resolve({}).tile == {"block": 128}
+    assert loader.load("", text, tmp_path, entry="add_one").resolve({}).problem == {"N": 8192}, \
+        "a constant of the script named like a size the call does not give"
+
+
+CAUSAL = '''import argparse
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def masked(block_M, seq_len, is_causal, threads=128):
+    @T.prim_func
+    def main(A: T.Tensor((seq_len, seq_len), "float32"), B: T.Tensor((seq_len, seq_len), "float32")):
+        with T.Kernel(T.ceildiv(seq_len, block_M), threads=threads) as bx:
+            for i, j in T.Parallel(block_M, seq_len):
+                if is_causal:
+                    B[bx * block_M + i, j] = T.if_then_else(j <= bx * block_M + i, A[bx * block_M + i, j], 0.0)
+                else:
+                    B[bx * block_M + i, j] = A[bx * block_M + i, j]
+    return main
+
+
+def main(seq_len=512, is_causal=False, tune=False):
+    if not tune:
+        kernel = masked(64, seq_len, is_causal)
+    else:
+        kernel = masked(128, seq_len, is_causal, threads=256)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seq-len", type=int, default=1024)
+    parser.add_argument("--is_causal", action="store_true")
+    parser.add_argument("--tune", action="store_true")
+    args = parser.parse_args()
+    main(args.seq_len, args.is_causal, args.tune)
+'''
+
+
+def test_the_main_block_is_followed_through_argparse_into_main_and_the_branch_it_takes(tmp_path):
+    """TileLang's examples write `main(args.seq_len, ...)` under __main__, argparse's defaults standing for the
+    values; main() calls the kernel in `if not tune:`. Read, not run: 1024 (argparse's, not main()'s 512), 64 (the
+    branch taken), is_causal False."""
+    from playground.engine.kernel import loader
+    k = loader.load(str(write(tmp_path, CAUSAL)))
+    params = {p.name: p for p in k.parameters}
+    assert {n: p.default for n, p in params.items()} == {"block_M": 64, "seq_len": 1024, "is_causal": False,
+                                                          "threads": 128}
+    assert params["block_M"].where == f"the call of the kernel in main(), line {line_of(CAUSAL, 'masked(64')}"
+    assert k.problem_names == ["seq_len"] and k.tile_names == ["block_M", "is_causal", "threads"]
+
+
+@pytest.mark.parametrize("given, taken", [("no", False), ("0", False), ("off", False), ("FALSE", False),
+                                          ("yes", True), ("1", True), ("true", True), (True, True)])
+def test_a_switch_used_as_a_test_takes_the_words_of_a_bool_and_says_which_it_took(tmp_path, given, taken):
+    """`is_causal` has no default: its use (`if is_causal:`) makes it a switch, so `--set is_causal=no` is false
+    (not the non-empty text "no", which was true) and `is_causal=0` is not "a problem size"."""
+    from playground.engine.kernel import loader
+    k = loader.load(str(write(tmp_path, CAUSAL)))
+    assert {p.name: p.kind for p in k.parameters}["is_causal"] == "bool"
+    config = k.resolve({"is_causal": given})
+    assert config.tile["is_causal"] is taken
+    notes = config.to_json().get("notes", [])
+    if isinstance(given, bool):
+        assert notes == []
+    else:
+        assert notes == [f"is_causal={given!r} taken as {str(taken).lower()}"]
+
+
+def test_a_switch_refuses_what_is_not_a_bool_naming_what_it_takes(tmp_path):
+    from playground.engine.kernel import loader
+    from playground.engine.errors import StageError
+    k = loader.load(str(write(tmp_path, CAUSAL)))
+    for bad in ("maybe", "2", 3):
+        with pytest.raises(StageError) as err:
+            k.resolve({"is_causal": bad})
+        assert err.value.stage == "parameters" and err.value.message == f"is_causal={bad!r} is not true or false"
+
+
+def test_kernels_with_private_names_are_still_the_files_kernels(tmp_path):
+    """TileLang's examples/norm/layernorm.py names its kernels _layernorm_fwd and _layernorm_bwd."""
+    from playground.engine.kernel import loader
+    text = TWO_KERNELS.replace("add_one", "_add_one").replace("add_two", "_add_two")
+    k = loader.load(str(write(tmp_path, text)), entry="_add_two")
+    assert [e["name"] for e in k.describe()["entries"]] == ["_add_one", "_add_two"] and k.name == "_add_two"
+
+
+def test_a_missing_module_names_the_package_to_install_and_einops_is_installed(tmp_path):
+    code, result = cli_json("describe", str(write(tmp_path, "import torch\nfrom sklearn import metrics\n" + FIXED)))
+    err = result["error"]
+    assert code == 1 and err["stage"] == "python" and err["line"] == 2
+    assert "sklearn" in err["message"] and "pip install scikit-learn" in err["message"]
+    code, result = cli_json("describe", str(write(tmp_path, "from einops import rearrange\n" + FIXED, "ein.py")))
+    assert code == 0 and result["ok"], result.get("error")
 
 
 def test_the_shipped_kernels_load_the_new_way_with_their_contracts():
@@ -425,7 +586,8 @@ def test_kernel_compiles_through_the_job_layer_as_kernel_empty(name, jobs_server
 def test_describe_through_the_job_layer_reads_the_pasted_source(jobs_server):
     result = jobs_server.run_job("describe", "", QUICKSTART, {}, session="describe")
     assert result["ok"], result.get("error")
-    assert result["required"] == ["M", "N", "K"] and result["defaults"]["block_M"] == 64
+    assert result["required"] == [] and result["defaults"]["block_M"] == 128
+    assert {n: v["value"] for n, v in result["from_file"].items()} == {"M": 1024, "N": 1024, "K": 1024}
 
 
 def test_the_job_layer_refuses_a_path_for_a_kernel(jobs_server):
@@ -446,7 +608,9 @@ def test_a_multi_file_source_is_written_to_one_folder(tmp_path):
     assert k.name == "negate" and (k.path.parent / "tile_sizes.py").exists()
 
 
-def test_the_page_api_describes_and_compiles_a_kernel_of_ones_own():
+@pytest.fixture(scope="module")
+def api():
+    """The page's API, served in-process, and a client of it."""
     import socket
 
     from gradio_client import Client
@@ -457,16 +621,39 @@ def test_the_page_api_describes_and_compiles_a_kernel_of_ones_own():
         port = s.getsockname()[1]
     demo, _, url = serve("127.0.0.1", port, prevent_thread_lock=True, quiet=True)
     try:
-        client = Client(url, verbose=False)
-        described = client.predict("", RMSNORM, {}, api_name="/describe")
-        assert described["ok"] and described["required"] == ["M", "N"], described.get("error")
-        assert [p["name"] for p in described["parameters"]] == ["M", "N", "block_M", "threads", "eps"]
-        shipped = client.predict("vector_add", "", {}, api_name="/describe")
-        assert shipped["ok"] and shipped["name"] == "vector_add" and "N" in shipped["problem"]
-        compiled = client.predict("", RMSNORM, {"M": 64, "N": 1024, "arch": "sm_90a"}, api_name="/compile")
-        assert compiled["ok"] and "__global__" in compiled["cuda"], compiled.get("error")
+        yield Client(url, verbose=False)
     finally:
         demo.close()
+
+
+def test_the_page_api_describes_and_compiles_a_kernel_of_ones_own(api):
+    described = api.predict("", RMSNORM, {}, api_name="/describe")
+    assert described["ok"] and described["required"] == ["M", "N"], described.get("error")
+    assert [p["name"] for p in described["parameters"]] == ["M", "N", "block_M", "threads", "eps"]
+    shipped = api.predict("vector_add", "", {}, api_name="/describe")
+    assert shipped["ok"] and shipped["name"] == "vector_add" and "N" in shipped["problem"]
+    compiled = api.predict("", RMSNORM, {"M": 64, "N": 1024, "arch": "sm_90a"}, api_name="/compile")
+    assert compiled["ok"] and "__global__" in compiled["cuda"], compiled.get("error")
+    refused = api.predict("", RMSNORM, {"M": 64}, api_name="/compile")
+    assert '({"N": …})' in refused["error"]["message"] and "--set" not in refused["error"]["message"]
+
+
+def test_the_api_describes_a_file_of_several_kernels_with_each_kernel_and_its_hint_is_a_key_of_params(api):
+    """/describe of a file with several kernels answers ok, each kernel with its parameters and line (what the
+    page's picker lists); a compile that names none is told to, as the API says it: {"entry": NAME}."""
+    described = api.predict("", TWO_KERNELS, {}, api_name="/describe")
+    assert described["ok"] and described["entry_needed"] is True, described.get("error")
+    assert [(e["name"], e["parameters"], e["line"]) for e in described["entries"]] == [
+        ("add_one", ["N", "block"], line_of(TWO_KERNELS, "@tilelang.jit")),
+        ("add_two", ["N", "block"], line_of(TWO_KERNELS, "def add_two"))]
+    refused = api.predict("", TWO_KERNELS, {"N": 4096, "arch": "sm_90a"}, api_name="/compile")
+    message = refused["error"]["message"]
+    assert refused["error"]["stage"] == "parameters" and '({"entry": "add_one"})' in message
+    assert "--set" not in message and "add_two (line" in message
+    picked = api.predict("", TWO_KERNELS, {"entry": "add_two"}, api_name="/describe")
+    assert picked["ok"] and picked["name"] == "add_two" and picked["entry_needed"] is False
+    compiled = api.predict("", TWO_KERNELS, {"N": 4096, "entry": "add_two", "arch": "sm_90a"}, api_name="/compile")
+    assert compiled["ok"] and compiled["kernel"] == "add_two", compiled.get("error")
 
 
 # -- bad input ----------------------------------------------------------------------------------------------------
@@ -644,7 +831,8 @@ def test_a_dynamic_shape_is_a_size_to_make_inputs_of_and_compiles(tmp_path):
     from playground.engine.kernel import static_shape
     k = loader.load(str(write(tmp_path, DYNAMIC)))
     params = {p["name"]: p for p in k.describe()["parameters"]}
-    assert params["M"]["required"] and params["M"]["source"] == "T.symbolic" and k.problem_names == ["M"]
+    assert params["M"]["required"] and params["M"]["source"] == "T.symbolic"
+    assert k.problem_names == ["N", "M"], "N, a tensor's shape, is a size too (its default from the function)"
     config = k.resolve({"M": 1000})
     assert "M" not in k.call_kwargs(config), "not an argument of dyn_add"
     func = make_prim_func(k, config)

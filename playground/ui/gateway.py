@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
 import re
 from pathlib import Path
@@ -55,7 +56,35 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, *, s
                             "log": repr(result)[:2000]}}
     result.setdefault("kernel", kernel)
     result.setdefault("action", action)
-    return in_users_terms(result, kernel)
+    return in_api_terms(in_users_terms(result, kernel))
+
+
+# The engine's hints are written for its command line (`--set entry=add_one`, `--set M=… --set N=…`); through the
+# page's API the same value is a key of `params`: {"entry": "add_one"}, {"M": …, "N": …}.
+_CLI_SETS = re.compile(r"--set (\w+)=(\S*?)(?=\)|[;,]?\s|$)(?:\s+--set (\w+)=(\S*?)(?=\)|[;,]?\s|$))*")
+_CLI_SET = re.compile(r"--set (\w+)=(\S*?)(?=\)|[;,]?\s|$)")
+
+
+def api_params_hint(text: str) -> str:
+    """`--set entry=add_one` → `{"entry": "add_one"}`, a run of them as one object; `…` stays a placeholder."""
+    def one(match) -> str:
+        pairs = _CLI_SET.findall(match.group(0))
+        def value(v: str) -> str:
+            return v if v == "…" or re.fullmatch(r"-?\d+(\.\d+)?|true|false", v) else json.dumps(v)
+        return "{" + ", ".join(f'"{k}": {value(v)}' for k, v in pairs) + "}"
+    return _CLI_SETS.sub(one, text)
+
+
+def in_api_terms(result):
+    """The hints of an answer's messages as the API's params (api_params_hint), for a caller of the page's API."""
+    if isinstance(result, str):
+        return api_params_hint(result) if "--set " in result else result
+    if isinstance(result, dict):
+        return {k: v if k in ("log", "cuda", "ptx", "sass", "host", "source") or str(k).endswith("_b64")
+                else in_api_terms(v) for k, v in result.items()}
+    if isinstance(result, list):
+        return [in_api_terms(v) for v in result]
+    return result
 
 
 # -- paths in an answer ---------------------------------------------------------------------------------------------

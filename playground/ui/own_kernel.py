@@ -10,7 +10,6 @@ to "my kernel" brings it back.
 """
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -23,8 +22,6 @@ OWN_LABEL = "✎ my kernel"
 OWN_DRAFT_KEY = "tilelang-playground-own-kernel"
 TEMPLATE = "template"
 TEMPLATE_PATH = Path(__file__).with_name("templates") / "new_kernel.py"
-# kernel.inferred.choose_entry's refusal when a file has several kernels and none is picked
-SEVERAL = re.compile(r"the file defines \d+ kernels: ([\w, ]+);")
 
 
 def template_source() -> str:
@@ -44,16 +41,12 @@ def start_choices(names: list[str]) -> list[tuple[str, str]]:
 
 # -- reading the source's parameters -----------------------------------------------------------------------------
 def describe(source: str, entry: str | None, session: str) -> dict:
-    """The parameters of the source's kernel `entry` (or its only one). A file with several kernels and none picked
-    is read for its first, so the picker can list them all."""
+    """The parameters of the source's kernel `entry` (or the one the file's own code runs, or its only one). A file
+    with several kernels is described with all of them in `entries`, which the picker lists."""
     d = gateway.describe_source("", source, {"entry": entry} if entry else {}, session=session)
     if not d.get("ok") and entry:  # the picked kernel was renamed or removed: read the file afresh
         again = describe(source, None, session)
         return again if again.get("ok") else d
-    match = SEVERAL.search(((d.get("error") or {}).get("message")) or "") if not d.get("ok") else None
-    names = [n.strip() for n in match.group(1).split(",") if n.strip()] if match else []
-    if names:
-        d = gateway.describe_source("", source, {"entry": names[0]}, session=session)
     return d
 
 
@@ -140,10 +133,14 @@ def control_outputs(page, c: ctl.Controls, values: dict, dtype: str, own: dict) 
     d = own.get("described") or {}
     out = page.slot_updates(c, values)
     need = required(d)
+    given = from_file(d)
     for slots, group in ((page.p_slots, c.problem), (page.t_slots, c.tile)):
         for slot, control in zip(slots, group):
             if control.name in need:
                 out[slot] = {**out.get(slot, {}), "label": f"{control.name} (required)"}
+            elif group is c.problem and control.name in given and str(values.get(control.name)) == str(
+                    given[control.name]["value"]):
+                out[slot] = {**out.get(slot, {}), "info": "from the file"}
     out[page.preset] = gr.update(choices=list(c.presets) + [ctl.CUSTOM], value=ctl.preset_for(c, values))
     out[page.dtype] = gr.update(choices=c.dtypes, value=dtype or None)
     names = entries(d)
@@ -153,14 +150,29 @@ def control_outputs(page, c: ctl.Controls, values: dict, dtype: str, own: dict) 
     return out
 
 
+def from_file(d: dict | None) -> dict:
+    """{name: {"value", "from"}}: the values the file's own code gives (its call of the kernel, its script)."""
+    return dict((d or {}).get("from_file") or {})
+
+
 def note_html(d: dict, values: dict) -> str:
-    """What the page says above the controls of a kernel of one's own: which arguments it needs, and whether a run
-    is verified."""
+    """What the page says above the controls of a kernel of one's own: the values taken from the file and where,
+    which arguments it still needs, which kernel of several, and whether a run is verified."""
     parts = []
+    given = from_file(d)
+    if given:
+        by_place: dict[str, list[str]] = {}
+        for name, item in given.items():
+            by_place.setdefault(item.get("from") or "the file", []).append(f"{name}={item.get('value')}")
+        said = "; ".join(f"{', '.join(names)} ({place})" for place, names in by_place.items())
+        parts.append(f'<div class="pg-params-note from-file">From the file: {views.esc(said)}.</div>')
     missing = [n for n in required(d) if values.get(n) in (None, "")]
     if missing:
-        parts.append(f'<div class="pg-params-note bad">Give {views.esc(", ".join(missing))}: the source has no '
-                     "default for " + ("it" if len(missing) == 1 else "them") + ".</div>")
+        parts.append(f'<div class="pg-params-note bad">Give {views.esc(", ".join(missing))}: neither the source\'s '
+                     "defaults nor its own code give " + ("it" if len(missing) == 1 else "them") + " a value.</div>")
+    if d and d.get("entry_needed"):
+        parts.append(f'<div class="pg-params-note">This file defines {len(entries(d))} kernels: pick one in '
+                     f'"Kernel in the file" (showing {views.esc(d.get("name") or "")}).</div>')
     if d and not d.get("verified"):
         parts.append('<div class="pg-params-note">This file has no <code>reference(*inputs)</code>: a run is timed, '
                      "not verified.</div>")
@@ -203,7 +215,8 @@ def engine_action(page, action: str, data: dict, request, progress, options: dic
     if missing:
         result = {"ok": False, "action": action, "kernel": "my kernel",
                   "error": {"stage": "parameters", "line": None, "log": "",
-                            "message": f"give a value for {', '.join(missing)} (the source has no default)"}}
+                            "message": f"give a value for {', '.join(missing)}: neither the source's defaults "
+                                       "nor its own code give one"}}
         return result, finish(page, action, data, result, out, session, started)
     kernel, source, c, values, dtype, arch = read(page, data)
     with StagedProgress(progress, action) as staged:

@@ -31,7 +31,8 @@ from ..errors import StageError, quoted
 from .buffers import buffer_bytes, buffers_of, inputs_from_buffers
 from .contract import Kernel
 from .declarations import check_declared, declared_name
-from .params import COMMON_DTYPES, MISSING, Param, convert, kind_of, plain, python_value
+from .params import COMMON_DTYPES, MISSING, Param, convert, kind_of, plain, python_value, taken_as
+from .static import FileValues, file_values, function_node, uses
 from .words import Config, call_with
 
 ACCEPTED_FORMS = ("a @tilelang.jit function (its arguments are the kernel's parameters), "
@@ -105,8 +106,9 @@ def find_entries(module: ModuleType, path: Path) -> dict[str, Entry]:
     one whatever its body (the catalogue's convention: it may choose between schedules)."""
     JITImpl, AutoTuneImpl, PrimFunc = _tilelang_types()
     found: dict[str, Entry] = {}
+    private: dict[str, Entry] = {}  # `_layernorm_fwd`: a file whose kernels are all private still has kernels
     for name, obj in list(vars(module).items()):
-        if name.startswith("_") or name in CONTRACT_NAMES:
+        if name.startswith("__") or name in CONTRACT_NAMES:
             continue
         if isinstance(obj, AutoTuneImpl):
             entry = Entry(name, "autotune", obj)
@@ -122,23 +124,53 @@ def find_entries(module: ModuleType, path: Path) -> dict[str, Entry]:
         if not _defined_in(fn, path):
             continue  # imported from a helper module or TileLang itself
         entry.line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
-        found[name] = entry
-    return dict(sorted(found.items(), key=lambda kv: kv[1].line or 0))
+        (private if name.startswith("_") else found)[name] = entry
+    return dict(sorted((found or private).items(), key=lambda kv: kv[1].line or 0))
 
 
-def choose_entry(entries: dict[str, Entry], wanted: str | None, stem: str) -> Entry:
+def argument_names(entry: Entry) -> list[str]:
+    """The entry's function's arguments in order, tensors included (what a call's positions bind to)."""
+    fn = entry.function
+    if fn is None or entry.form == "prim_func":
+        return []
+    try:
+        return [p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+
+
+def read_file_values(source: str, entries: dict[str, Entry], name: str) -> FileValues:
+    """static.file_values for the kernel `name` of a file whose kernels are `entries`."""
+    kernels = {n: argument_names(e) for n, e in entries.items() if e.form != "prim_func"}
+    return file_values(source, kernels, name) if kernels else FileValues()
+
+
+def choose_entry(entries: dict[str, Entry], wanted: str | None, stem: str,
+                 first_called: str | None = None) -> tuple[Entry, str]:
+    """The kernel a request gets, and why: the one it names, the file's only one, the one named like the file (the
+    catalogue's convention), the one the file's own script calls first (static.py: TileLang's rms_norm.py runs
+    rms_norm, not rms_norm_splitk). Where none of these decides, the first, and why is "ambiguous": its describe
+    lists them all, and anything else is refused with several_kernels."""
     if not entries:
         raise StageError("definition", f"no kernel found in the file; write {ACCEPTED_FORMS}")
     if wanted:
         if wanted not in entries:
             raise StageError("parameters", f"the file has no kernel {wanted!r}; its kernels: {', '.join(entries)}")
-        return entries[wanted]
+        return entries[wanted], "asked"
     if len(entries) == 1:
-        return next(iter(entries.values()))
-    if stem in entries:  # the catalogue's convention: the factory is named like the file
-        return entries[stem]
-    raise StageError("parameters", f"the file defines {len(entries)} kernels: {', '.join(entries)}; pick one "
-                                   f"with entry=NAME (--set entry={next(iter(entries))})")
+        return next(iter(entries.values())), "only"
+    if stem in entries:
+        return entries[stem], "named like the file"
+    if first_called in entries:
+        return entries[first_called], "the file's own code calls it first"
+    return next(iter(entries.values())), "ambiguous"
+
+
+def several_kernels(entries: dict[str, Entry]) -> StageError:
+    listed = ", ".join(f"{n} (line {e.line})" if e.line else n for n, e in entries.items())
+    return StageError("parameters", f"the file defines {len(entries)} kernels: {listed}; name the one to use as "
+                                    f"entry (--set entry={next(iter(entries))})")
 
 
 def entry_from(params: dict | None) -> str | None:
@@ -156,6 +188,7 @@ class UserKernel(Kernel):
     """A kernel from any TileLang file. `name` is the kernel's entry (the function's name)."""
     entry: Entry = None
     entries: dict[str, Entry] = field(default_factory=dict)
+    picked: str = "only"   # why this entry (choose_entry): "ambiguous" where the file did not say which
 
     # -- the declarations, each optional -------------------------------------------------------------------------
     def _declared(self, *names: str, default: Any = None) -> Any:
@@ -206,29 +239,47 @@ class UserKernel(Kernel):
             if p.name in tensors or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 continue
             default = p.default
-            out.append(Param(p.name, kind_of(p.name, p.annotation, default), default))
+            out.append(Param(p.name, kind_of(p.name, p.annotation, default), default,
+                             origin=None if default is MISSING else "default"))
         return out
+
+    @cached_property
+    def file_values(self) -> FileValues:
+        """What the file's own code gives the parameters (static.py): its calls of the kernel, its script."""
+        return read_file_values(self.source, self.entries or {self.name: self.entry}, self.name)
+
+    @cached_property
+    def uses(self) -> dict[str, str]:
+        """How the kernel's body uses each parameter: "problem", "tile" or "switch" (static.uses)."""
+        try:
+            fn = function_node(ast.parse(self.source), self.name)
+        except SyntaxError:
+            return {}
+        return uses(fn, [p.name for p in self._signature_params()] + self.const_names + self.symbolic_names)
+
+    def _from_file(self, p: Param) -> None:
+        """The file's value for `p`, where its own call of the kernel gives one (over the function's default: the
+        file runs it so), or where nothing else does and a constant of its script is named like it."""
+        found = self.file_values.found.get(p.name)
+        if found is None or (found.how != "call" and not p.required):
+            return
+        if p.kind == "dtype" and not isinstance(found.value, str):
+            return
+        try:
+            value = convert(p, found.value) if p.kind != "any" else found.value
+        except StageError:
+            return  # (a value of another kind than the function's default: not this parameter's)
+        p.default, p.origin, p.where = value, "file", found.describe(p.name)
+        if p.kind == "any":
+            p.kind = kind_of(p.name, MISSING, value)
 
     @cached_property
     def parameters(self) -> list[Param]:
         """The kernel's arguments: the function's (tensors left out) and, for an eager @tilelang.jit, its T.const
-        shapes. Defaults from the function, else from the first @autotune config; choices for dtypes and
-        booleans."""
+        shapes (and T.symbolic sizes). Values from the file's own call of the kernel, else the function's defaults,
+        else the first @autotune config, else a constant of the file's script named like it (static.py); choices for
+        dtypes and booleans; how each is used (static.uses), which also tells a switch without a default."""
         params = self._signature_params()
-        configs = self.autotune_configs or []
-        for p in params:
-            if (p.required or p.default is None) and configs and p.name in configs[0]:
-                p.default, p.source = configs[0][p.name], "autotune"
-                if p.kind == "any":
-                    p.kind = kind_of(p.name, MISSING, p.default)
-            if p.kind == "dtype":
-                dtypes = [str(d) for d in self._declared("DTYPES", default=[])] if p.name == "dtype" else []
-                choices = dtypes or list(COMMON_DTYPES)
-                if not p.required and str(p.default) not in choices:
-                    choices.insert(0, str(p.default))
-                p.choices = choices
-            elif p.kind == "bool":
-                p.choices = [False, True]
         known = {p.name for p in params}
         for name in self.const_names:
             if name not in known:
@@ -237,6 +288,25 @@ class UserKernel(Kernel):
         for name in self.symbolic_names:
             if name not in known:
                 params.append(Param(name, "int", MISSING, source="T.symbolic"))
+                known.add(name)
+        configs = self.autotune_configs or []
+        for p in params:
+            p.use = self.uses.get(p.name)
+            if p.kind == "any" and p.use == "switch":
+                p.kind = "bool"
+            if (p.required or p.default is None) and configs and p.name in configs[0]:
+                p.default, p.source, p.origin = configs[0][p.name], "autotune", "autotune"
+                if p.kind == "any":
+                    p.kind = kind_of(p.name, MISSING, p.default)
+            self._from_file(p)
+            if p.kind == "dtype":
+                dtypes = [str(d) for d in self._declared("DTYPES", default=[])] if p.name == "dtype" else []
+                choices = dtypes or list(COMMON_DTYPES)
+                if not p.required and str(p.default) not in choices:
+                    choices.insert(0, str(p.default))
+                p.choices = choices
+            elif p.kind == "bool":
+                p.choices = [False, True]
         return params
 
     @cached_property
@@ -348,13 +418,20 @@ class UserKernel(Kernel):
 
     @property
     def problem_names(self) -> list[str]:
-        """Sizes: the presets' and check shapes' names, the T.const shapes and every int argument without a
-        default (a tuned one, from @autotune, is a tile parameter)."""
+        """Sizes: the presets' and check shapes' names, the T.const and T.symbolic shapes, and the arguments the
+        kernel uses in a tensor's shape (static.uses). An argument used as a tile (a block's extent, a grid
+        divisor, threads, stages) or as a switch is not one, whatever its place; one the kernel's body does not
+        show the use of is a size where the function gives it no default and it is no switch (a tuned one, from
+        @autotune, is a tile parameter)."""
         names: list[str] = []
         for shape in list(self.presets.values()) + self.check_shapes:
             names += [n for n in shape if n not in names]
         for p in self.parameters:
-            if p.name not in names and p.name != "dtype" and (p.required or p.source == "T.const"):
+            if p.name in names or p.name == "dtype" or p.kind == "dtype":
+                continue
+            if p.source in ("T.const", "T.symbolic") or p.use == "problem":
+                names.append(p.name)
+            elif p.use is None and p.origin in (None, "file") and p.kind in ("int", "any"):
                 names.append(p.name)
         return names
 
@@ -371,6 +448,8 @@ class UserKernel(Kernel):
 
     # -- a request's values → a Config -----------------------------------------------------------------------------
     def resolve(self, values: dict[str, Any]) -> Config:
+        if self.picked == "ambiguous":
+            raise several_kernels(self.entries)
         values = {k: v for k, v in dict(values).items() if k not in ENTRY_KEYS or k in self._params_by_name}
         by_name = self._params_by_name
         problem: dict[str, Any] = {}
@@ -392,9 +471,7 @@ class UserKernel(Kernel):
                 problem[n] = self.factory_defaults[n]
         missing = [n for n in self.problem_names if n not in problem and n in by_name]
         if missing:
-            example = " ".join(f"--set {n}=…" for n in missing)
-            raise StageError("parameters", f"{self.name} needs a value for {', '.join(missing)} (no default in the "
-                                           f"source): give {'it' if len(missing) == 1 else 'them'} ({example})")
+            raise self.needs(missing)
         dtype = ""
         if "dtype" in by_name:
             p = by_name["dtype"]
@@ -404,13 +481,25 @@ class UserKernel(Kernel):
                 n in self.defaults}
         missing = [n for n in self.tile_names if n not in tile]
         if missing:
-            raise StageError("parameters", f"{self.name} needs a value for {', '.join(missing)} (no default in the "
-                                           f"source)")
+            raise self.needs(missing)
         for name, allowed in self.options.items():
             if name in tile and tile[name] not in allowed and str(tile[name]) not in map(str, allowed):
                 raise StageError("parameters", f"{name} must be one of {allowed}, not {tile[name]!r}")
-        # No rule and no table for a kernel of one's own: picked_by "default", or "user" where the request set a value
-        return Config(problem, dtype, tile, set_by_user=tuple(n for n in given if n in self.tile_names))
+        # No rule and no table for a kernel of one's own: what the request left out is the file's (its own call of
+        # the kernel: "file") or the function's defaults ("default"); "user" where the request set a tile value
+        left = [n for n in self.tile_names if n not in given]
+        choice = "file" if any(by_name[n].origin == "file" for n in left if n in by_name) else "default"
+        notes = tuple(note for n, v in values.items() if (note := taken_as(n, v, given[n])))
+        return Config(problem, dtype, tile, choice, set_by_user=tuple(n for n in given if n in self.tile_names),
+                      notes=notes)
+
+    def needs(self, missing: list[str]) -> StageError:
+        """The refusal of a request that leaves out what neither the function nor the file's code gives a value."""
+        example = " ".join(f"--set {n}=…" for n in missing)
+        them = "it" if len(missing) == 1 else "them"
+        return StageError("parameters", f"{self.name} needs a value for {', '.join(missing)}: neither its definition "
+                                        f"nor the file's own code (a call of it, its __main__ block) gives one; give "
+                                        f"{them} ({example})")
 
     def call_kwargs(self, config: Config) -> dict[str, Any]:
         by_name = self._params_by_name
@@ -539,11 +628,32 @@ class UserKernel(Kernel):
                     pass
         return "\n".join(texts)
 
+    def entries_json(self) -> list[dict]:
+        """Each kernel of the file: its name, form, line, parameters and those it needs given (a kernel that cannot
+        be read says why instead)."""
+        out = []
+        for name, e in (self.entries or {self.name: self.entry}).items():
+            item = {"name": name, "form": e.form, "line": e.line}
+            try:
+                k = self if name == self.name else UserKernel(name, self.module, self.path, self.source, entry=e,
+                                                               entries=self.entries)
+                item["parameters"] = [p.name for p in k.parameters]
+                item["required"] = [p.name for p in k.parameters if p.required]
+            except Exception as exc:
+                item["parameters"], item["error"] = [], f"{type(exc).__name__}: {exc}"[:300]
+            out.append(item)
+        return out
+
     def describe(self) -> dict:
+        warnings = [self.import_warning] if self.import_warning else []
+        if self.picked == "ambiguous":
+            warnings.append({"stage": "parameters", "line": None, "message": several_kernels(self.entries).message})
         return {
             "name": self.name,
             "entry": self.name,
-            "entries": [{"name": e.name, "form": e.form, "line": e.line} for e in self.entries.values()],
+            "entries": self.entries_json(),
+            "picked": self.picked,
+            "entry_needed": self.picked == "ambiguous",
             "form": self.entry.form,
             "line": self.entry.line,
             "description": self.description,
@@ -565,6 +675,8 @@ class UserKernel(Kernel):
             "compile_flags": self.compile_flags,
             "verified": self.has_reference,
             "verification_note": self.verification_note,
-            "warnings": [self.import_warning] if self.import_warning else [],
+            "from_file": {p.name: {"value": plain(p.default), "from": p.where} for p in self.parameters
+                          if p.origin == "file"},
+            "warnings": warnings,
         }
 

@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import StageError, first_line, quoted, user_line_from_traceback
+from ..errors import StageError, clip, first_line, format_exception, quoted, user_line_from_traceback
 from ..source import (check_text, exec_module_file, import_failed, import_file, read_source, text_hash, write_source,
                       write_sources)
 from .contract import Kernel
 from .declarations import check_contract, has_contract
-from .inferred import UserKernel, choose_entry, find_entries
+from .inferred import UserKernel, choose_entry, find_entries, read_file_values
 from .words import CATALOGUE_FILE, KERNELS_DIR
 
 
@@ -130,9 +130,13 @@ def kernel_of(module: ModuleType, path: Path, entry: str | None = None, warning:
     if entry in (None, stem) and has_contract(module, stem):
         return Kernel(stem, module, path, path.read_text(), import_warning=warning)
     entries = find_entries(module, path)
-    chosen = choose_entry(entries, entry, stem)
-    kernel = UserKernel(chosen.name, module, path, path.read_text(), import_warning=warning, entry=chosen,
-                        entries=entries)
+    source = path.read_text()
+    # (which kernel the file's own script calls first: read only where the request and the file name do not say)
+    first = (read_file_values(source, entries, next(iter(entries))).first_called
+             if len(entries) > 1 and entry not in entries and stem not in entries else None)
+    chosen, why = choose_entry(entries, entry, stem, first)
+    kernel = UserKernel(chosen.name, module, path, source, import_warning=warning, entry=chosen,
+                        entries=entries, picked=why)
     kernel.check_declarations()
     return kernel
 
@@ -155,5 +159,22 @@ def import_user_module(path: Path) -> tuple[ModuleType, dict | None]:
                                        f"kernels defined above it are used (a script belongs under "
                                        f"`if __name__ == \"__main__\":`, which is not run here)"}
         sys.modules.pop(module_name, None)
-        raise import_failed(exc, path)
+        raise missing_module(exc, path) or import_failed(exc, path)
     return module, None
+
+
+# A module's import name → the package that installs it, where the two differ
+PACKAGES = {"sklearn": "scikit-learn", "cv2": "opencv-python", "yaml": "pyyaml", "PIL": "pillow",
+            "flash_attn": "flash-attn", "triton": "triton", "fla": "flash-linear-attention"}
+
+
+def missing_module(exc: BaseException, path: Path) -> StageError | None:
+    """A file importing a module this server lacks: which package to install, at the line of the import."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    top = exc.name.split(".")[0]
+    package = PACKAGES.get(top, top.replace("_", "-"))
+    return StageError("python", f"the file imports {exc.name}, which is not installed on this server: it comes "
+                                f"with the package {package} (pip install {package}; on a class server, ask for it "
+                                "to be added to requirements.txt)", user_line_from_traceback(exc, str(path)),
+                      clip(format_exception(exc)))

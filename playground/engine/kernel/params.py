@@ -34,6 +34,11 @@ class Param:
     # "argument", "T.const" (an eager kernel's shape), "T.symbolic" (a dynamic shape: a size to make inputs of,
     # never passed to the function) or "autotune" (default from configs)
     source: str = "argument"
+    # Where its value comes from: "default" (the function's own), "autotune" (the first config), "file" (the file's
+    # own call of the kernel, or a constant of its script: static.py), None (nowhere: it must be given)
+    origin: str | None = None
+    where: str | None = None   # for "file": which call or constant ("the call of the kernel in main(), line 30")
+    use: str | None = None     # how the kernel uses it: "problem", "tile" or "switch" (static.uses), or None
 
     @property
     def required(self) -> bool:
@@ -42,7 +47,8 @@ class Param:
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "required": self.required,
                 "default": None if self.required else plain(self.default), "choices": self.choices,
-                "source": self.source}
+                "source": self.source, "origin": None if self.required else self.origin, "from": self.where,
+                "use": self.use}
 
 
 def plain(value: Any) -> Any:
@@ -90,6 +96,14 @@ def shown(value: Any, limit: int = 64) -> str:
     a value of 100,000 characters echoed back is a flood, not a message."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def taken_as(name: str, given: Any, value: Any) -> str | None:
+    """"causal='no' taken as false": a switch given as a word or a number says which value it became (a typo in
+    the other direction would otherwise pass unseen). None where nothing was read into the value."""
+    if isinstance(value, bool) and not isinstance(given, bool):
+        return f"{name}={shown(given)} taken as {str(value).lower()}"
+    return None
 
 
 def refused(name: str, value: Any, expected: str) -> StageError:

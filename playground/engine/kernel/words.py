@@ -34,12 +34,15 @@ class Config:
     dtype: str
     tile: dict[str, Any]
     # Where the tile came from (config_choice.py): `choice` is the engine's source for what the request left out
-    # ("preset", "table", "rule" or "default"), `tuned_for` what a preset or table config was tuned for ("4096×32768
-    # on NVIDIA H200"), `set_by_user` the names the request set. Not part of what a compile depends on: two Configs
+    # ("preset", "table", "rule" or "default"; "file" for a kernel of one's own whose code gives values), `tuned_for`
+    # what a preset or table config was tuned for ("4096×32768 on NVIDIA H200"), `set_by_user` the names the request
+    # set. Not part of what a compile depends on: two Configs
     # with the same tile are equal whoever picked it.
     choice: str = field(default="default", compare=False)
     tuned_for: str | None = field(default=None, compare=False)
     set_by_user: tuple[str, ...] = field(default=(), compare=False)
+    # What was read into the request's values ("causal='no' taken as false"): said in the answer
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def picked_by(self) -> str:
@@ -50,7 +53,8 @@ class Config:
         """One line for the page: "block_M set by you; the rest tuned for 4096×32768 on NVIDIA H200"."""
         rest = {"preset": f"tuned for {self.tuned_for}", "table": f"tuned for {self.tuned_for}",
                 "rule": "by the rule in the kernel's file (pick_config)",
-                "default": "the kernel's defaults"}.get(self.choice, self.choice)
+                "default": "the kernel's defaults",
+                "file": "from the file (the values its own code gives)"}.get(self.choice, self.choice)
         if not self.set_by_user:
             return rest
         if self.choice == "user":  # every tile parameter set by the request
@@ -63,7 +67,7 @@ class Config:
     def to_json(self) -> dict:
         return {"problem": dict(self.problem), "dtype": self.dtype, "tile": dict(self.tile),
                 "picked_by": self.picked_by, "tuned_for": self.tuned_for, "set_by_user": list(self.set_by_user),
-                "why": self.why()}
+                "why": self.why(), **({"notes": list(self.notes)} if self.notes else {})}
 
 
 # -- a problem, named --------------------------------------------------------------------------------------------
