@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from .engine.actions import execute, jsonable, time_limit
+from .engine.answers import failed
 from .engine.errors import StageError
 
 
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         source = read_source(args.source) if args.source else None
     except (OSError, ValueError, StageError) as exc:
         err = exc if isinstance(exc, StageError) else StageError("parameters", str(exc))
-        result = {"ok": False, "kernel": args.kernel, "action": args.action, "error": err.to_json()}
+        result = failed(err, args.action, args.kernel)
     else:
         options = {k: getattr(args, k) for k in ("seed", "graph", "max_configs") if hasattr(args, k)}
         if args.action in ("profile", "memcheck"):
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 result = execute(args.action, args.kernel, source, params, args.arch, args.workdir, **options)
             except StageError as err:  # the alarm can fire outside execute's own handler
-                result = {"ok": False, "kernel": args.kernel, "action": args.action, "error": err.to_json()}
+                result = failed(err, args.action, args.kernel)
     if args.json:
         print(json.dumps(result))
     else:

@@ -14,6 +14,7 @@ import pytest
 from conftest import ROOT
 from playground import jobs
 from playground.jobs import result_cache as cache, runner, sandbox
+from playground.jobs.backend import Ceilings, no_user_code
 from playground.jobs.queue import Busy, Scheduler, Stopped, Stops
 from playground.settings import Settings, current
 
@@ -329,7 +330,7 @@ def test_compile_then_the_warm_path_answers_in_under_a_second(server):
 
 def test_the_same_compile_requested_at_once_runs_once(server):
     server.cache.clear()
-    pool = server.pools[("cpu", None)]
+    pool = server.backend.pools[("cpu", None)]
     taken = pool.taken
     results = []
     threads = [threading.Thread(target=lambda i=i: results.append(jobs.run_job(
@@ -349,7 +350,7 @@ def test_the_job_sees_no_secret_and_no_gpu_and_its_own_folder(server):
     r = jobs.run_job("compile", "vector_add", text, {}, session="env")
     seen = json.loads(r["error"]["message"].split("RuntimeError: ", 1)[1])
     assert seen["env"] == [] and seen["cwd"] == seen["home"]
-    if server.mode.kind == "bwrap":
+    if server.backend.mode.kind == "bwrap":
         assert seen["cwd"] == "/job"
     if os.geteuid() == 0 and sandbox.use_job_uids():
         assert seen["uid"] >= current().job_uid_base, "jobs of a root server run as a uid of their own"
@@ -396,7 +397,7 @@ def test_timeout_kills_children_and_escaped_grandchildren(server):
     time.sleep(0.5)
     left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and
             p.info["cmdline"][:2] in (["sleep", "300"], ["setsid", "sleep"], ["sleep", "301"])]
-    if server.mode.kind == "none" and not sandbox.use_job_uids():
+    if server.backend.mode.kind == "none" and not sandbox.use_job_uids():
         # Unsandboxed and without a uid of its own, a grandchild in a session of its own escapes the job's process
         # tree: a known limit of the fallback (health() says jobs are not sandboxed). Clean it up here.
         escaped = [p for p in left if p.info["cmdline"][:2] == ["sleep", "301"]]
@@ -427,17 +428,45 @@ def test_gpu_ceilings_come_only_from_jobs_without_user_code_and_reach_later_jobs
     class FakeJob:
         def __init__(self, d):
             self.dir, self.uid = d, None
-    st = type("S", (), {"ceilings": {}})()
-    first = FakeJob(tmp_path / "a")
-    (first.dir / "cache" / "ceilings").mkdir(parents=True)
-    (first.dir / "cache" / "ceilings" / "k.json").write_text('{"copy_gbps": 4243}')
-    assert runner._no_user_code("vector_add", None) and runner._no_user_code("vector_add", VECTOR_ADD)
-    assert not runner._no_user_code("vector_add", VECTOR_ADD + "# edited\n")
-    runner._harvest_ceilings(st, first)
-    later = FakeJob(tmp_path / "b")
+    ceilings = Ceilings()
+    jobs_ = [FakeJob(tmp_path / n) for n in "abc"]
+    for job, gbps in zip(jobs_, (1, 4243)):
+        (job.dir / "cache" / "ceilings").mkdir(parents=True)
+        (job.dir / "cache" / "ceilings" / "k.json").write_text(f'{{"copy_gbps": {gbps}}}')
+    assert no_user_code("vector_add", None) and no_user_code("vector_add", VECTOR_ADD)
+    assert not no_user_code("vector_add", VECTOR_ADD + "# edited\n")
+    ok = {"ok": True}
+    ceilings.harvest(jobs_[0], {"kernel": "vector_add", "source": VECTOR_ADD + "# edited\n"}, ok)  # user code
+    ceilings.harvest(jobs_[0], {"kernel": "vector_add", "source": None}, {"ok": False})  # a failed job
+    assert not ceilings.files
+    ceilings.harvest(jobs_[1], {"kernel": "vector_add", "source": VECTOR_ADD}, ok)
+    later = jobs_[2]
     (later.dir / "cache").mkdir(parents=True)
-    runner._seed_ceilings(st, later)
+    ceilings.seed(later)
     assert json.loads((later.dir / "cache" / "ceilings" / "k.json").read_text()) == {"copy_gbps": 4243}
+
+
+def test_the_local_and_ray_backends_implement_the_one_interface():
+    """runner calls a backend only through backend.Backend: both define each method it declares, with the same
+    parameters, and set each of its attributes (in the class or in __init__)."""
+    import ast
+    import inspect
+    import textwrap
+    from playground.jobs.backend import Backend
+    from playground.jobs.local_backend import LocalBackend
+    from playground.jobs.ray_backend import RayBackend
+    methods = {n for n, v in vars(Backend).items() if inspect.isfunction(v) and not n.startswith("_")}
+    attributes = set(Backend.__annotations__)
+    assert methods == {"refused", "start", "run", "idle", "health", "shutdown"}
+    assert attributes == {"name", "mode", "gpus", "cpu_slots"}
+    for backend in (LocalBackend, RayBackend):
+        for name in methods:
+            assert inspect.signature(vars(backend)[name]) == inspect.signature(vars(Backend)[name]), \
+                (backend.__name__, name)
+        init = ast.parse(textwrap.dedent(inspect.getsource(backend.__init__)))
+        set_in_init = {t.attr for node in ast.walk(init) if isinstance(node, ast.Assign) for t in node.targets
+                       if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+        assert attributes <= set_in_init | set(vars(backend)), (backend.__name__, attributes - set_in_init)
 
 
 def test_the_servers_tuned_configs_reach_the_job_and_a_new_one_is_not_answered_from_the_cache(server):
@@ -557,11 +586,11 @@ def test_the_docker_way_an_ordinary_user_gets_a_user_namespace_sandbox(tmp_path,
 def own_job_layer(settings: Settings):
     """A job layer of its own (queue, workers, cache), made from `settings`, in place of the module's while it lasts."""
     with runner._state_lock:
-        saved, runner._state = runner._state, runner._State(settings)
+        saved, runner._state = runner._state, runner.JobLayer(settings)
         mine = runner._state
     try:
         deadline = time.monotonic() + 300
-        while not all(p.idle() for p in mine.pools.values()):  # its spare workers ready (a busy machine: minutes)
+        while not mine.backend.idle():  # its spare workers ready (a busy machine: minutes)
             assert time.monotonic() < deadline, "the spare workers did not start"
             time.sleep(0.2)
         yield mine

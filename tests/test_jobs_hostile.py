@@ -95,7 +95,7 @@ def server():
 def settle(st, timeout=90.0):
     """Wait until the spare workers are all started and ready, so that what is left can be counted."""
     deadline = time.monotonic() + timeout
-    while not all(p.idle() for p in st.pools.values()):
+    while not st.backend.idle():
         assert time.monotonic() < deadline, "the spare workers did not settle"
         time.sleep(0.2)
 
@@ -104,8 +104,8 @@ def leftovers(st) -> dict:
     """Processes and folders of this server's finished jobs: its descendants and the processes of the job uids it
     gave out, its job folders, files of its job uids in /tmp; less its current spares. Another server's on this
     machine (a developer's app, a test run beside this one) are not counted."""
-    spares = set().union(*(p.pids() for p in st.pools.values()))
-    spare_dirs = {j.dir for p in st.pools.values() for j in p.spares}
+    spares = set().union(*(p.pids() for p in st.backend.pools.values()))
+    spare_dirs = {j.dir for p in st.backend.pools.values() for j in p.spares}
     procs = set()
     me = psutil.Process()
     for p in me.children(recursive=True):
@@ -223,8 +223,8 @@ def start_other_job(st):
 @pytest.mark.parametrize("name", NAMES)
 def test_hostile_kernel_ends_its_own_job_only(name, server, listener):
     st = server
-    if name in ISOLATION and st.mode.kind != "bwrap":
-        pytest.skip(f"jobs are not sandboxed here ({st.mode.why})")
+    if name in ISOLATION and st.backend.mode.kind != "bwrap":
+        pytest.skip(f"jobs are not sandboxed here ({st.backend.mode.why})")
     path = HOSTILE / f"{name}.py"
     expect = expectation(path)
     text = hostile_source(name).replace("PORT = 47613", f"PORT = {listener[0]}")
@@ -274,7 +274,7 @@ import pathlib, sys, time
 from playground import jobs
 from playground.jobs import runner
 jobs.start()
-while not all(p.idle() for p in runner.state().pools.values()):
+while not runner.state().backend.idle():
     time.sleep(0.2)
 pathlib.Path(sys.argv[1]).write_text("ready")
 while pathlib.Path(sys.argv[1]).exists():
@@ -601,6 +601,11 @@ def test_downloads_are_private_to_the_server_and_removed_when_old(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     other = Path(downloads.write("user:bob", "gemm.cu", "// bob's"))
     assert other.parent != path.parent
+    # a profile's report is bytes, named by the job's answer: written the same way, never outside the folder
+    report = Path(downloads.write("user:ana", "../../gemm.ncu-rep", b"\x00NCU"))
+    assert report.parent == path.parent and report.read_bytes() == b"\x00NCU"
+    assert stat.S_IMODE(report.stat().st_mode) == 0o600
+    assert Path(downloads.write("user:ana", "..", b"x")).parent == path.parent
     downloads.prune(now=time.time() + downloads.KEEP_SECONDS + 1)
     assert not path.exists() and not path.parent.exists() and not other.exists()
 
@@ -641,11 +646,11 @@ raise RuntimeError("SEEN" + json.dumps(seen))
 @pytest.mark.timeout(300)
 def test_the_job_cannot_ptrace_mount_keyctl_bpf_unshare_load_modules_or_reboot(server):
     import platform
-    if server.mode.kind != "bwrap":
-        pytest.skip(f"jobs are not sandboxed here ({server.mode.why})")
+    if server.backend.mode.kind != "bwrap":
+        pytest.skip(f"jobs are not sandboxed here ({server.backend.mode.why})")
     if platform.machine() != "x86_64":
         pytest.skip("the system call numbers below are x86-64's")
-    assert server.mode.to_json(server.settings)["syscall_filter"], "libseccomp's bindings are missing"
+    assert server.backend.mode.to_json(server.settings)["syscall_filter"], "libseccomp's bindings are missing"
     text = (ROOT / "kernels" / "vector_add.py").read_text().replace(
         "import tilelang.language as T\n", "import tilelang.language as T\n" + SYSCALLS, 1)
     r = jobs.run_job("compile", "vector_add", text, {}, session="syscalls", timeout=TIMEOUT)

@@ -3,7 +3,7 @@ module and inside its functions alike), has no cycles, its arrows go one way (ui
 used by ui and jobs), the engine loads the kernels as files and never imports them, and no module imports another
 module's private names.
 
-The few cycles and private imports the jobs and ui layers still have are listed here by name: a test fails when one
+The few cycles and private imports the ui layer (and grading) still have are listed here by name: a test fails when one
 is added, when one listed is gone (remove it from the list), and, marked xfail(strict=True), passes only once all are
 gone (then remove the mark and the lists)."""
 from __future__ import annotations
@@ -25,17 +25,13 @@ ENTRY_POINTS = {"playground.cli", "playground.standalone", "playground.__main__"
 # The kernel model's modules, in the one order their imports go (each imports only those before it).
 KERNEL_ORDER = ["words", "params", "buffers", "contract", "declarations", "static", "inferred", "loader"]
 
-# What the jobs and ui layers still have, for the engineers working there to remove: each cycle as the modules it
+# What the ui layer (and grading) still have, for the engineers working there to remove: each cycle as the modules it
 # runs through, each private import as (importer, imported module, name).
 KNOWN_CYCLES = [
-    {"playground.jobs.runner", "playground.jobs.ray_backend"},
     {"playground.ui.api", "playground.ui.classroom", "playground.ui.gateway", "playground.ui.insight_tabs",
      "playground.ui.layout", "playground.ui.own_kernel"},
 ]
 KNOWN_PRIVATE_IMPORTS = {
-    ("playground.jobs.ray_backend", "playground.jobs.runner", "_harvest_ceilings"),
-    ("playground.jobs.ray_backend", "playground.jobs.runner", "_no_user_code"),
-    ("playground.jobs.ray_backend", "playground.jobs.runner", "_seed_ceilings"),
     ("playground.ui.own_kernel", "playground.ui.layout", "_session"),
     ("playground.ui.roofline", "playground.ui.charts", "_layout"),
     # grading's TVM lookup is tir_check's; tir_check.py and grading.py are the grader's to change
@@ -169,7 +165,7 @@ def test_the_graph_reads_every_module_and_its_imports_in_functions_too():
     assert "playground.engine.config_choice" in edges["playground.engine.kernel.contract"]
 
 
-def test_no_import_cycles_but_the_known_ones_of_jobs_and_ui():
+def test_no_import_cycles_but_the_known_ones_of_the_ui():
     edges, _ = graph()
     found = cycles(edges)
     new = [c for c in found if c not in KNOWN_CYCLES]
@@ -178,15 +174,14 @@ def test_no_import_cycles_but_the_known_ones_of_jobs_and_ui():
     assert not gone, f"these cycles are gone or changed: take them out of KNOWN_CYCLES: {gone}"
 
 
-def test_the_engine_settings_store_and_entry_points_have_no_cycles():
+def test_the_engine_settings_store_jobs_and_entry_points_have_no_cycles():
     edges, _ = graph()
     for component in cycles(edges):
-        assert {layer(m) for m in component} <= {"jobs", "ui"}, described(component, edges)
+        assert {layer(m) for m in component} <= {"ui"}, described(component, edges)
 
 
-@pytest.mark.xfail(strict=True, reason="jobs.runner ↔ jobs.ray_backend and the ui's layout/api/classroom/gateway/"
-                                       "own_kernel/insight_tabs cycle remain (KNOWN_CYCLES); once both are gone, "
-                                       "remove this mark and KNOWN_CYCLES")
+@pytest.mark.xfail(strict=True, reason="the ui's layout/api/classroom/gateway/own_kernel/insight_tabs cycle remains "
+                                       "(KNOWN_CYCLES); once it is gone, remove this mark and KNOWN_CYCLES")
 def test_no_import_cycles_at_all():
     edges, _ = graph()
     found = cycles(edges)
@@ -238,6 +233,21 @@ def test_the_kernel_model_imports_one_way():
     assert not {t for t in edges["playground.engine.config_choice"] if t.startswith("playground.engine.kernel")}
 
 
+def test_the_answers_and_errors_are_the_bottom_of_the_engine():
+    # Every layer builds and reads answers with them (engine/answers.py): they import nothing else of the playground
+    edges, _ = graph()
+    assert edges["playground.engine.errors"] <= {"playground.engine"}
+    assert edges["playground.engine.answers"] <= {"playground.engine", "playground.engine.errors"}
+
+
+def test_the_job_layer_reaches_a_backend_only_through_the_protocol():
+    # runner picks a backend (local or Ray) and calls it as backend.Backend; what both do around a job is backend.py's
+    edges, _ = graph()
+    for backend in ("playground.jobs.local_backend", "playground.jobs.ray_backend"):
+        assert "playground.jobs.backend" in edges[backend]
+        assert "playground.jobs.runner" not in edges[backend]
+
+
 # -- private names ------------------------------------------------------------------------------------------------
 def test_no_private_imports_but_the_known_ones():
     _, every = graph()
@@ -247,9 +257,8 @@ def test_no_private_imports_but_the_known_ones():
         f"gone: take them out of KNOWN_PRIVATE_IMPORTS: {sorted(KNOWN_PRIVATE_IMPORTS - found)}"
 
 
-@pytest.mark.xfail(strict=True, reason="jobs.ray_backend, ui.own_kernel, ui.roofline and engine.grading still import "
-                                       "private names (KNOWN_PRIVATE_IMPORTS); once all are gone, remove this mark "
-                                       "and the list")
+@pytest.mark.xfail(strict=True, reason="ui.own_kernel, ui.roofline and engine.grading still import private names "
+                                       "(KNOWN_PRIVATE_IMPORTS); once all are gone, remove this mark and the list")
 def test_no_private_imports_at_all():
     _, every = graph()
     assert not private_imports(every)

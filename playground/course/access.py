@@ -12,6 +12,9 @@ import math
 import threading
 import time
 
+from ..engine.answers import failed
+from ..engine.errors import StageError
+
 TEACHER = "teacher"  # the teacher's user name at the login
 # What a login stood on (Classroom.credential): the teacher's password, the class password, or a roster student's
 # stored password hash (which starts "scrypt$").
@@ -24,9 +27,8 @@ NAME_LIMIT = 64  # characters of a user name (the store keeps no longer ones)
 
 
 def error(stage: str, message: str, **extra) -> dict:
-    """A failed answer in the engine's one error shape."""
-    return {"ok": False, "error": {"stage": stage, "message": message, "line": extra.pop("line", None),
-                                   "log": extra.pop("log", "")}, **extra}
+    """A failed answer in the engine's one error shape (engine/answers.py)."""
+    return failed(StageError(stage, message, extra.pop("line", None), extra.pop("log", "")), **extra)
 
 
 class Recent:

@@ -13,6 +13,7 @@ import math
 import signal
 import sys
 
+from .answers import Answer, failed
 from .errors import StageError, clip, format_exception
 
 
@@ -49,20 +50,20 @@ def time_limit(seconds: float | None):
 
 
 def execute(action: str, kernel_name: str, source: str | None = None, params: dict | None = None,
-            arch: str | None = None, workdir: str | None = None, **options) -> dict:
+            arch: str | None = None, workdir: str | None = None, **options) -> Answer:
     """One engine call as JSON: what the command line prints and what a job returns. Never raises for user errors.
     Each action's module is imported when that action is asked for: a call loads only what it uses."""
     from . import ranges
     from .kernel import entry_from, load
-    result: dict = {"ok": False, "kernel": kernel_name, "action": action}
+    resolved: dict = {}  # the config once resolved, which a failed answer carries too: the page shows what was asked
     try:
         with contextlib.redirect_stdout(sys.stderr):  # a print() in the user's code must not corrupt our JSON
             ranges.check_source(source)
             ranges.check_arch(arch)
             if action in ("build_submission", "grade"):  # an exercise's submission: no catalogue kernel
                 from .grading import execute as grading_execute
-                result.update(grading_execute(action, source, params or {}, arch, workdir, options.get("progress")))
-                return jsonable({**result, "action": action})
+                graded = grading_execute(action, source, params or {}, arch, workdir, options.get("progress"))
+                return jsonable({"kernel": kernel_name, **graded, "action": action})
             if source is not None and options.get("progress"):  # a loop at its top level shows up as this stage
                 options["progress"]("importing: running the file's top level", 0.02)
             # kernel_name: a catalogue kernel, a file's path, or "" with the source; `entry` picks among several
@@ -72,7 +73,7 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
                                  "error": None})
             config = kernel.resolve(params or {})
             ranges.check_config(kernel, config)
-            result["config"] = config.to_json()
+            resolved["config"] = config.to_json()
             if action == "compile":
                 from .compile import compile_kernel
                 result = compile_kernel(kernel, config, arch, progress=options.get("progress"))
@@ -98,18 +99,19 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
             else:
                 raise StageError("parameters", f"unknown action {action!r}")
     except StageError as err:
-        result["error"] = err.to_json()
+        error = err
     except MemoryError as exc:
-        result["error"] = StageError("device", "the job ran out of memory", None, clip(format_exception(exc))).to_json()
+        error = StageError("device", "the job ran out of memory", None, clip(format_exception(exc)))
     except Exception as exc:
         if is_gpu_failure(exc):  # torch.OutOfMemoryError, a CUDA error outside the run step's own handler
             from .measure import device_error
-            result["error"] = device_error(exc).to_json()
+            error = device_error(exc)
         else:
-            result["error"] = StageError("internal", f"{type(exc).__name__}: {exc}"[:500], None,
-                                         clip(format_exception(exc))).to_json()
-    result["action"] = action
-    return jsonable(result)
+            error = StageError("internal", f"{type(exc).__name__}: {exc}"[:500], None, clip(format_exception(exc)))
+    else:
+        result["action"] = action
+        return jsonable(result)
+    return jsonable(failed(error, action, kernel_name, **resolved))
 
 
 def is_gpu_failure(exc: BaseException) -> bool:

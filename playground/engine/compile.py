@@ -146,14 +146,21 @@ def _operation_line(library_file: str, user_lines: list[str], after: int | None)
 
 # -- ptxas figures ---------------------------------------------------------------------------------------------
 def find_cuda_tool(name: str) -> str | None:
-    """A CUDA binary: the toolkit's, one on PATH, or one a NVIDIA pip wheel installed (nvdisasm comes that way)."""
+    """A CUDA binary (ptxas, nvdisasm, ncu, compute-sanitizer), the one finder of the compile and the profiler, so
+    the profiler's SASS is made by the very ptxas the compile ran. First the toolkit TileLang's nvcc comes from;
+    then the server's CUDA_HOME, CUDA_PATH and /usr/local/cuda (ncu and compute-sanitizer ship with a full toolkit,
+    not with the nvcc wheel); then PATH; then a NVIDIA pip wheel (nvdisasm comes that way)."""
+    from ..settings import current
+    env = current().inherited_env
+    folders = []
     try:
         from tilelang.env import CUDA_HOME
-        candidate = Path(CUDA_HOME or "") / "bin" / name
-        if candidate.exists():
-            return str(candidate)
+        folders.append(CUDA_HOME)
     except Exception:
         pass
+    for folder in (*folders, env.get("CUDA_HOME"), env.get("CUDA_PATH"), "/usr/local/cuda"):
+        if folder and (Path(folder) / "bin" / name).exists():
+            return str(Path(folder) / "bin" / name)
     found = shutil.which(name)
     if found:
         return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import traceback
 from dataclasses import asdict, dataclass
+from typing import TypedDict
 
 # The stages, in the order a job meets them.
 STAGES = (
@@ -25,8 +26,21 @@ STAGES = (
     "stopped",     # the user stopped the job (the page's Stop) while it ran or waited
     "internal",    # a bug in the playground itself
 )
+# A class's actions (course/: shares, submissions, the teacher's tools) answer in the same shape, with two more.
+CLASS_STAGES = (
+    "permission",  # the user may not do this (not the teacher, not logged in, another student's work)
+    "deadline",    # the exercise's deadline has passed
+)
 
 LOG_LIMIT = 20_000  # characters of log kept: enough to read, small enough to ship to a browser
+
+
+class ErrorJSON(TypedDict):
+    """An error as every answer carries it (answers.py; the README's "An error is ..."): one shape everywhere."""
+    stage: str          # one of STAGES (or, for a class's action, CLASS_STAGES)
+    message: str        # the short message, shown first
+    line: int | None    # the line of the user's file to jump to
+    log: str            # the full log behind the message ("" when there is none)
 
 
 @dataclass
@@ -37,15 +51,15 @@ class StageError(Exception):
     log: str = ""
 
     def __post_init__(self):
-        assert self.stage in STAGES, self.stage
+        assert self.stage in STAGES + CLASS_STAGES, self.stage
         super().__init__(self.message)
 
     def __str__(self) -> str:
         where = f" (line {self.line})" if self.line else ""
         return f"[{self.stage}]{where} {self.message}"
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def to_json(self) -> ErrorJSON:
+        return asdict(self)  # type: ignore[return-value]  (its fields are ErrorJSON's keys, in that order)
 
 
 def clip(text: str, limit: int = LOG_LIMIT) -> str:

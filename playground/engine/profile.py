@@ -76,17 +76,6 @@ STALL_MEANING = {
 }
 
 
-# -- tools --------------------------------------------------------------------------------------------------------
-def find_tool(name: str) -> str | None:
-    """ncu, compute-sanitizer, ptxas, nvdisasm: the CUDA toolkit's, else PATH, else a NVIDIA wheel's."""
-    from ..settings import current
-    env = current().inherited_env
-    for folder in (env.get("CUDA_HOME"), env.get("CUDA_PATH"), "/usr/local/cuda"):
-        if folder and (Path(folder) / "bin" / name).exists():
-            return str(Path(folder) / "bin" / name)
-    return find_cuda_tool(name)
-
-
 # -- SASS offset → CUDA line (nvdisasm -gi) -------------------------------------------------------------------
 _FUNCTION = re.compile(r"^//-+ \.text\.(\S+)\s+-+")
 _INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;?\s*(?:/\*.*)?$")
@@ -490,7 +479,7 @@ def _folder(workdir: str | os.PathLike | None, what: str) -> Path:
 
 
 def _need(tool: str) -> str:
-    path = find_tool(tool)
+    path = find_cuda_tool(tool)
     if path is None:
         raise StageError("device", f"{tool} is not installed on this server (it ships with the CUDA toolkit, in "
                                    f"/usr/local/cuda/bin)")
@@ -679,7 +668,7 @@ def build_with_line_table(kernel: Kernel, config: Config, arch: str, folder: Pat
             # ptxas exactly as nvcc runs it for `--cubin -lineinfo -arch=...` (nvcc --dryrun shows it), so the
             # offsets are those of the cubin that runs.
             cubin = ptx[0].with_suffix(".cubin")
-            ptxas, nvdisasm = find_tool("ptxas"), find_tool("nvdisasm")
+            ptxas, nvdisasm = find_cuda_tool("ptxas"), find_cuda_tool("nvdisasm")  # the compile's own
             if ptxas and nvdisasm:
                 made = subprocess.run([ptxas, f"-arch={arch}", "-m64", "--generate-line-info", str(ptx[0]), "-o",
                                        str(cubin)], capture_output=True, text=True, timeout=300)

@@ -12,7 +12,8 @@ queue is.
 The parts, each small: sandbox.py (bwrap, folder, environment), limits.py (how the bounds are applied; their values are
 settings, playground/settings.py), worker.py (the process),
 job.py (one worker from start to removal), pool.py (pre-started workers), queue.py (CPU slots, the GPU lock, limits
-per session), result_cache.py (compile answers), runner.py (run_job, health), hardware.py (GPUs via NVML).
+per session), result_cache.py (compile answers), runner.py (run_job, health), backend.py (the one interface of where
+jobs run: local_backend.py on this machine, ray_backend.py on a Ray cluster), hardware.py (GPUs via NVML).
 """
 from .runner import health, run_job, shutdown, start, stop
 

@@ -19,11 +19,11 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Callable
 
 import psutil
 
+from ..engine.answers import failed
 from ..engine.errors import StageError, clip
 from ..settings import Settings, current
 from . import limits, sandbox
@@ -55,12 +55,6 @@ def _spawn(argv: list[str], **kwargs) -> subprocess.Popen:
     future: concurrent.futures.Future = concurrent.futures.Future()
     _spawn_queue.put((future, argv, kwargs))
     return future.result()
-
-
-def error(action: str, kernel: str, stage: str, message: str, log: str = "", line: int | None = None) -> dict:
-    # (a name sent by anyone is echoed back no longer than a name can usefully be)
-    return {"ok": False, "kernel": kernel[:100] if isinstance(kernel, str) else kernel, "action": action,
-            "error": StageError(stage, message, line, clip(log)).to_json()}
 
 
 def _gib(n: float) -> str:
@@ -383,9 +377,9 @@ class Job:
                 self.kill()
                 if self.overflow:  # stopped for a bound already, its processes still exiting: say which bound
                     break
-                return error(action, kernel, "timeout", f"the {action} job ran past its {timeout:g} s limit and "
-                                                         "was stopped (an endless loop, or too large a problem?)",
-                             self.log())
+                return failed(StageError("timeout", f"the {action} job ran past its {timeout:g} s limit and was "
+                                                    "stopped (an endless loop, or too large a problem?)",
+                                         None, clip(self.log())), action, kernel)
             large_since = self.large_since
             if large_since is not None and now - large_since > limits.ANSWER_STALL:
                 self._stop(f"its answer stalled: more than {_gib(limits.LARGE_ANSWER)} of it arrived, then not the "
@@ -397,9 +391,10 @@ class Job:
                     self._stop(why)
         self.proc.wait()
         if self.overflow:
-            return error(action, kernel, "python", f"the job was stopped: {self.overflow}", self.log())
-        return error(action, kernel, "internal", f"the job ended without an answer ({self.exit_text()})"
-                                                 + _last_line(self.log()), self.log())
+            return failed(StageError("python", f"the job was stopped: {self.overflow}", None, clip(self.log())),
+                          action, kernel)
+        return failed(StageError("internal", f"the job ended without an answer ({self.exit_text()})"
+                                             + _last_line(self.log()), None, clip(self.log())), action, kernel)
 
     def exit_text(self) -> str:
         code = self.proc.returncode

@@ -34,11 +34,13 @@ import sys
 import threading
 import time
 from collections import deque
-from pathlib import Path
 from typing import Callable
 
+from ..engine.answers import failed
+from ..engine.errors import StageError
+from ..settings import Settings
 from . import sandbox
-from .job import error
+from .backend import Ceilings, JobFiles, Progress
 
 log = logging.getLogger("playground.jobs")
 NAMESPACE = "tilelang-playground"
@@ -71,7 +73,7 @@ class GpuWorker:
         self.gpu = int(ids[0]) if ids else None
         self.one_job = threading.Lock()  # the actor is threaded (progress is read while a job runs)
         self.now: tuple[str, float] | None = None
-        self.ceilings: dict[str, str] = {}  # this GPU's measured ceilings (see runner._seed_ceilings)
+        self.ceilings = Ceilings()  # this GPU's measured ceilings (backend.py)
         self.pool = Pool(True, 1, self.gpu)
         self.pool.fill_later()
         atexit.register(self.pool.close)
@@ -80,7 +82,6 @@ class GpuWorker:
         return {**_here(), "gpu": self.gpu, "arch": self.arch, "slot": self.slot}
 
     def run(self, request: dict, timeout: float) -> dict:
-        from .runner import _harvest_ceilings, _no_user_code, _seed_ceilings
         with self.one_job:
             started = time.time()
             self.now = ("starting", 0.0)
@@ -88,13 +89,12 @@ class GpuWorker:
                 job = self.pool.take()
             except sandbox.Refused as refused:  # this node cannot make the sandbox: no job runs on it
                 self.now = None
-                return {**error(request["action"], request["kernel"], "internal", str(refused)),
-                        "ran_on": self.where()}
+                return failed(StageError("internal", str(refused)), request["action"], request["kernel"],
+                              ran_on=self.where())
             try:
-                _seed_ceilings(self, job)
+                self.ceilings.seed(job)
                 result = job.run(request, timeout, self._progress)
-                if _no_user_code(request["kernel"], request.get("source")) and result.get("ok"):
-                    _harvest_ceilings(self, job)
+                self.ceilings.harvest(job, request, result)
             finally:
                 job.close()  # before the next job: nothing of this one left on the GPU
                 self.pool.fill_later()
@@ -122,7 +122,7 @@ def compile_task(request: dict, timeout: float) -> dict:
     try:
         job = _compile_pool.take()
     except sandbox.Refused as refused:  # this node cannot make the sandbox: no job runs on it
-        return error(request["action"], request["kernel"], "internal", str(refused))
+        return failed(StageError("internal", str(refused)), request["action"], request["kernel"])
     try:
         result = job.run(request, timeout, lambda *_: None)
     finally:
@@ -195,8 +195,8 @@ class _Bridge:
             result = self.run(msg, lambda what, fraction: self.send({"id": ident, "progress": [what, fraction]}))
         except Exception as exc:  # an answer, never a silent thread death
             request = msg.get("request") or {}
-            result = error(request.get("action", "?"), str(request.get("kernel", "?")), "internal",
-                           f"the cluster bridge failed: {type(exc).__name__}: {exc}"[:500])
+            result = failed(StageError("internal", f"the cluster bridge failed: {type(exc).__name__}: {exc}"[:500]),
+                            request.get("action", "?"), str(request.get("kernel", "?")))
         self.send({"id": ident, "result": result})
 
     def run(self, msg: dict, progress: Callable[[str, float], None]) -> dict:
@@ -209,15 +209,16 @@ class _Bridge:
             try:
                 return self.wait(self.compile.remote(request, timeout), None, timeout, progress)
             except lost as exc:  # Ray has retried it once already
-                return error(action, kernel, "internal", "the cluster's worker running this compile stopped twice "
-                             f"(Ray retried it once): {_first_line(exc)}")
+                return failed(StageError("internal", "the cluster's worker running this compile stopped twice "
+                                                     f"(Ray retried it once): {_first_line(exc)}"), action, kernel)
             except TimeoutError as exc:
-                return error(action, kernel, "timeout", str(exc))
+                return failed(StageError("timeout", str(exc)), action, kernel)
         arch = request.get("arch")
         same = sorted((w for w in self.workers if can_run(w["arch"], arch)), key=lambda w: w["arch"] != arch)
         if not same:
             have = sorted({w["arch"] for w in self.workers}) or ["none"]
-            return error(action, kernel, "device", f"no GPU of the cluster runs {arch}; it has: {', '.join(have)}")
+            return failed(StageError("device", f"no GPU of the cluster runs {arch}; it has: {', '.join(have)}"),
+                          action, kernel)
         first = next((w for w in same if w["slot"] == msg["slot"]), same[msg["slot"] % len(same)])
         others = [w for w in same if w is not first]
         failure = None
@@ -225,13 +226,13 @@ class _Bridge:
             try:
                 result = self.wait(w["actor"].run.remote(request, timeout), w["actor"], timeout, progress)
             except TimeoutError as exc:
-                return error(action, kernel, "timeout", str(exc))
+                return failed(StageError("timeout", str(exc)), action, kernel)
             except lost as exc:
                 where = f"GPU {w.get('gpu')} on {w.get('hostname') or w['node']}"
                 if failure is not None:
-                    return error(action, kernel, "device", f"the cluster's GPU workers stopped during this job twice "
-                                 f"({failure}; then {where}, {type(exc).__name__}); try again later",
-                                 _first_line(exc))
+                    return failed(StageError("device", f"the cluster's GPU workers stopped during this job twice "
+                                                       f"({failure}; then {where}, {type(exc).__name__}); try again "
+                                                       "later", None, _first_line(exc)), action, kernel)
                 failure = f"{where} stopped mid-job ({type(exc).__name__})"
                 log.warning("%s: %s", failure, _first_line(exc))
                 progress(f"{failure}; trying again on another GPU", 0.0)
@@ -434,12 +435,13 @@ class Cluster:
         if "result" in answer:
             return answer["result"]
         if "down" in answer:
-            return error(action, kernel, "busy", f"{answer['down']}; jobs cannot run until it is back: try again in "
-                                                 "a minute")
+            return failed(StageError("busy", f"{answer['down']}; jobs cannot run until it is back: try again in "
+                                             "a minute"), action, kernel)
         if "lost" in answer:
-            return error(action, kernel, "busy", f"{answer['lost']}; the job did not finish: try again in a minute")
-        return error(action, kernel, "timeout", f"the Ray cluster at {self.address} gave no answer within "
-                                                f"{timeout + 2 * ANSWER_SLACK:g} s")
+            return failed(StageError("busy", f"{answer['lost']}; the job did not finish: try again in a minute"),
+                          action, kernel)
+        return failed(StageError("timeout", f"the Ray cluster at {self.address} gave no answer within "
+                                            f"{timeout + 2 * ANSWER_SLACK:g} s"), action, kernel)
 
     def _ask(self, msg: dict, wait: float, progress: Callable[[str, float], None]) -> dict:
         """Send one message to the bridge; {"result"}, or {"down"}, {"lost"} or {} (no answer in time)."""
@@ -491,66 +493,48 @@ class Cluster:
                 self._kill(proc)
 
 
-# -- the job layer's state when jobs run on the cluster ---------------------------------------------------------------
-# runner._execute takes a queue token, then a job from `pools[kind, token]`, runs it and closes it. On a cluster the
-# "pool" hands out a ClusterJob that sends the request to the cluster, so runner's path (checks, result cache,
-# single-flight compiles, per-student limits, the queue) is the same line by line for both backends.
-class ClusterJob:
-    dir = Path("/nonexistent/cluster-job")  # no local folder: the job's folder is on the node that runs it
-    uid = None
-
-    def __init__(self, cluster: Cluster, slot: int | None):
-        self.cluster, self.slot = cluster, slot
-
-    def run(self, request: dict, timeout: float, on_progress: Callable[[str, float], None]) -> dict:
-        return self.cluster.run(request["action"], self.slot, request, timeout, on_progress)
-
-    def close(self) -> None:
-        pass
+# -- the Backend (backend.py) when jobs run on the cluster -------------------------------------------------------------
+class NodeJob:
+    """A job sent to the cluster, as the page's Stop sees it: this server cannot kill it (it has no `kill`), so it
+    runs on to its end on its node and its answer is dropped."""
 
 
-class ClusterPool:
-    def __init__(self, cluster: Cluster, slot: int | None):
-        self.cluster, self.slot, self.taken = cluster, slot, 0
+class RayBackend:
+    """Jobs on the cluster the setting `ray` names (the workers on the nodes take their limits from the settings of
+    their own node). The queue in front of it is sized to the cluster: a CPU slot per CPU of the cluster, a GPU token
+    per GPU actor. The result cache and the queue stay on this server."""
 
-    def take(self) -> ClusterJob:
-        self.taken += 1
-        return ClusterJob(self.cluster, self.slot)
+    name = "ray"
 
-    def fill_later(self) -> None:
-        pass  # the workers on the nodes keep their own spares
-
-    def close(self) -> None:
-        pass
-
-    def snapshot(self) -> dict:
-        return {"on": "ray", "taken": self.taken}
-
-
-class ClusterState:
-    """What runner.state() holds when the setting `ray` names a cluster (the workers on the nodes take their limits
-    from the settings of their own node): its queue is sized to the cluster (a CPU
-    slot per CPU of the cluster, a GPU token per GPU actor); the result cache stays on the server."""
-
-    def __init__(self, settings):
-        from . import sandbox
-        from .queue import Scheduler, Stops
-        from .result_cache import ResultCache
+    def __init__(self, settings: Settings):
         self.settings = settings
         self.mode = sandbox.mode(settings)  # the server's own; each node's workers probe theirs
         self.cluster = Cluster(settings.ray)
         self.gpus = self.cluster.gpus()
-        self.scheduler = Scheduler(self.cluster.cpu_slots(), [g["index"] for g in self.gpus], settings)
-        self.pools = {("cpu", None): ClusterPool(self.cluster, None)}
-        for g in self.gpus:
-            self.pools[("gpu", g["index"])] = ClusterPool(self.cluster, g["index"])
-        self.cache = ResultCache()
-        self.inflight: dict[str, threading.Event] = {}
-        self.inflight_lock = threading.Lock()
-        self.stops = Stops()  # a job queued here is stopped before it starts; one running on a node runs to its end
-        self.ceilings: dict[str, str] = {}  # unused here: each GPU actor keeps its own GPU's
+        self.cpu_slots = self.cluster.cpu_slots()
+        self.taken = {"cpu": 0, **{f"gpu{g['index']}": 0 for g in self.gpus}}
 
-    def close(self) -> None:
+    def refused(self) -> str | None:
+        return None  # each node's workers refuse jobs themselves where their sandbox cannot be made
+
+    def start(self) -> None:
+        pass  # the workers on the nodes keep their own spares
+
+    def run(self, request: dict, *, gpu: int | None, timeout: float, progress: Progress,
+            started: Callable[[object], None], files: JobFiles) -> dict:
+        # `files` are not sent: the job's folder is on the node, whose jobs read that node's own
+        self.taken["cpu" if gpu is None else f"gpu{gpu}"] += 1
+        started(NodeJob())
+        return self.cluster.run(request["action"], gpu, request, timeout, progress)
+
+    def idle(self) -> bool:
+        return True  # nothing is started on this server
+
+    def health(self) -> dict:
+        return {"gpus": self.gpus, "spares": {k: {"on": "ray", "taken": n} for k, n in self.taken.items()},
+                "cluster": self.cluster.health()}
+
+    def shutdown(self) -> None:
         self.cluster.close()
 
 

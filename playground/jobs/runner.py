@@ -13,20 +13,21 @@ import atexit
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
 from typing import Callable
 
 from ..engine import config_choice, ranges
+from ..engine.answers import Answer, failed
 from ..engine.errors import StageError, clip, format_exception, quoted
 from ..engine.source import SOURCE_LIMIT  # (refused here before a job starts)
 from ..settings import Settings, current
-from . import hardware, ray_backend, sandbox
-from .result_cache import ROOT, ResultCache, cacheable, request_key, tilelang_version
-from .job import bound_answer, error
-from .pool import Pool
+from . import hardware, sandbox
+from .backend import Backend, no_user_code
+from .job import bound_answer
+from .local_backend import LocalBackend
 from .queue import Busy, Scheduler, Stopped, Stops, Student
+from .result_cache import ResultCache, cacheable, request_key, tilelang_version
 
 log = logging.getLogger("playground.jobs")
 ACTIONS = ("compile", "run", "tune", "sweep", "build_submission", "grade", "ir", "profile", "memcheck")
@@ -39,42 +40,41 @@ OPTIONS = {"seed": int, "graph": bool, "max_configs": int}  # what a caller may 
 NO_GPU = ("no CUDA GPU is present on this server: compile works without one, run, tune and sweep need one")
 
 
-class _State:
-    """The server-wide parts, made on first use: the queue, the spare workers, the result cache."""
-    cluster = None  # jobs run here; ray_backend.ClusterState, with its Cluster, when the setting `ray` is set
+def backend_for(settings: Settings) -> Backend:
+    """Where jobs run: the Ray cluster the setting `ray` names, else this machine."""
+    if settings.ray:
+        from .ray_backend import RayBackend  # (imports nothing of Ray in this process: its driver is a child)
+        return RayBackend(settings)
+    return LocalBackend(settings)
 
-    def __init__(self, settings: Settings):
+
+class JobLayer:
+    """The server-wide parts, made on first use: the backend jobs run on, the queue sized to it, the result cache
+    (always on this server), who may stop what. The same for every backend."""
+
+    def __init__(self, settings: Settings, backend: Backend | None = None):
         self.settings = settings
-        self.mode = sandbox.mode(settings)  # probes bwrap once and logs the warning if jobs cannot be sandboxed
-        self.gpus = hardware.gpus(settings)
-        cpu_slots = settings.compile_processes
-        self.scheduler = Scheduler(cpu_slots, [g["index"] for g in self.gpus], settings)
-        spares = settings.spares if settings.spares is not None else min(cpu_slots + 1, 6)
-        self.pools = {("cpu", None): Pool(False, spares, None, settings)}
-        for g in self.gpus:
-            self.pools[("gpu", g["index"])] = Pool(True, 1, g["index"], settings)
+        self.backend = backend or backend_for(settings)
+        self.gpus = self.backend.gpus
+        self.scheduler = Scheduler(self.backend.cpu_slots, [g["index"] for g in self.gpus], settings)
         self.cache = ResultCache()
         self.inflight: dict[str, threading.Event] = {}  # compiles running now, by request key
         self.inflight_lock = threading.Lock()
-        self.stops = Stops()
-        self.ceilings: dict[str, str] = {}  # file name -> JSON of this GPU's measured ceilings (see _seed_ceilings)
-        for pool in self.pools.values():
-            pool.fill_later()
+        self.stops = Stops()  # a job queued here is stopped before it starts; one on a Ray node runs to its end
+        self.backend.start()
 
     def close(self) -> None:
-        for pool in self.pools.values():
-            pool.close()
-        sandbox.remove_jobs_root()
+        self.backend.shutdown()
 
 
-_state: _State | None = None
+_state: JobLayer | None = None
 _state_lock = threading.Lock()
 
 
 _exit_hook = False
 
 
-def state(settings: Settings | None = None) -> _State:
+def state(settings: Settings | None = None) -> JobLayer:
     """The server-wide parts, made on first use from `settings` (else this process's settings)."""
     global _state, _exit_hook
     with _state_lock:
@@ -84,8 +84,7 @@ def state(settings: Settings | None = None) -> _State:
             atexit.register(shutdown)
             _exit_hook = True
         if _state is None:
-            settings = settings or current()
-            _state = ray_backend.ClusterState(settings) if settings.ray else _State(settings)
+            _state = JobLayer(settings or current())
         return _state
 
 
@@ -118,7 +117,7 @@ def _clean_options(options: dict | None) -> dict:
 def run_job(action: str, kernel: str, source: str | None = None, params: dict | None = None, *,
             arch: str | None = None, options: dict | None = None, session: str = "anon",
             on_progress: Callable[[str, float], None] | None = None, timeout: float | None = None,
-            owner: str | None = None) -> dict:
+            owner: str | None = None) -> Answer:
     """Run one compile/run/tune/sweep in a sandboxed process of its own; block until it answers; never raise.
     `session`: the student the limits count (a queue.Student also names its address where names are free);
     `owner` (the page's browser tab) may stop it: stop(owner)."""
@@ -134,42 +133,45 @@ def run_job(action: str, kernel: str, source: str | None = None, params: dict | 
         return _run_job(action, kernel, source, params, arch, options, student, progress, timeout, owner, asked)
     except Exception as exc:
         log.exception("run_job failed")
-        return error(action, str(kernel), "internal", f"{type(exc).__name__}: {exc}"[:500],
-                     clip(format_exception(exc)))
+        return failed(StageError("internal", f"{type(exc).__name__}: {exc}"[:500], None,
+                                 clip(format_exception(exc))), action, str(kernel))
 
 
-def _run_job(action, kernel, source, params, arch, options, session, progress, timeout, owner, asked) -> dict:
+def _run_job(action, kernel, source, params, arch, options, session, progress, timeout, owner, asked) -> Answer:
     kernel = str(kernel)
     if action not in ACTIONS:
-        return error(action, kernel, "parameters", f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
+        return failed(StageError("parameters", f"unknown action {action!r}; one of {', '.join(ACTIONS)}"),
+                      action, kernel)
     if "/" in kernel or "\\" in kernel or kernel.endswith(".py"):  # the command line's paths are not for the page
-        return error(action, kernel, "parameters", f"kernel {quoted(kernel, 100)} is neither a kernel of the catalogue "
-                                                   "nor \"\" (a kernel of your own, sent as the source)")
+        return failed(StageError("parameters", f"kernel {quoted(kernel, 100)} is neither a kernel of the catalogue "
+                                               "nor \"\" (a kernel of your own, sent as the source)"), action, kernel)
     if action == "describe":
         timeout = timeout or DESCRIBE_TIMEOUT
     if source is not None and not isinstance(source, str):
-        return error(action, kernel, "parameters", "the source must be text")
+        return failed(StageError("parameters", "the source must be text"), action, kernel)
     if source is not None and len(source) > SOURCE_LIMIT:
-        return error(action, kernel, "python", f"the source is longer than the {SOURCE_LIMIT // 1024} KiB a kernel "
-                                               "file may have")  # (the stage the engine's own size check names)
+        return failed(StageError("python", f"the source is longer than the {SOURCE_LIMIT // 1024} KiB a kernel "
+                                           "file may have"), action, kernel)  # (the stage the engine's check names)
     try:
         params = json.loads(json.dumps(params or {}))
         options = _clean_options(options)
     except (TypeError, ValueError) as exc:
-        return error(action, kernel, "parameters", f"parameters and options must be plain values: {exc}")
+        return failed(StageError("parameters", f"parameters and options must be plain values: {exc}"),
+                      action, kernel)
     if not isinstance(params, dict):
-        return error(action, kernel, "parameters", "parameters must be an object of NAME: VALUE")
+        return failed(StageError("parameters", "parameters must be an object of NAME: VALUE"), action, kernel)
     try:  # before a worker is spent on it
         ranges.check_source(source)
         ranges.check_arch(arch)
     except StageError as err:
-        return error(action, kernel, err.stage, err.message, line=err.line)
+        return failed(StageError(err.stage, err.message, err.line), action, kernel)
     st = state()
-    if st.mode.refused and not st.cluster:  # (on a Ray cluster jobs run on the nodes, each with its own sandbox)
-        return error(action, kernel, "internal", st.mode.refused)
+    refused = st.backend.refused()  # (on a Ray cluster jobs run on the nodes, each with its own sandbox)
+    if refused:
+        return failed(StageError("internal", refused), action, kernel)
     gpu = action in GPU_ACTIONS
     if gpu and not st.gpus:
-        return error(action, kernel, "device", NO_GPU)
+        return failed(StageError("device", NO_GPU), action, kernel)
     arch = arch or hardware.default_arch(st.settings)
     timeout = float(timeout or st.settings.timeout(action))
 
@@ -192,7 +194,7 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
         until = time.monotonic() + timeout
         while not running.wait(0.5) and time.monotonic() < until:
             if st.stops.stopped_since(owner, asked):
-                return error(action, kernel, "stopped", STOPPED_WAITING)
+                return failed(StageError("stopped", STOPPED_WAITING), action, kernel)
     else:  # that compile gave no answer worth sharing (a timeout, say): run one of our own
         return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key, owner, asked)
     try:
@@ -207,7 +209,7 @@ STOPPED_WAITING = "stopped by you before it started"
 
 
 def _execute(st, action, kernel, source, params, arch, options, session, progress, timeout,
-             key: str | None, owner: str | None = None, asked: float | None = None) -> dict:
+             key: str | None, owner: str | None = None, asked: float | None = None) -> Answer:
     gpu = action in GPU_ACTIONS
     started = time.monotonic()
     asked = started if asked is None else asked
@@ -216,34 +218,25 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
                                stop_if=lambda: st.stops.stopped_since(owner, asked)) as token, \
                 st.stops.track(owner, asked) as ticket:
             if ticket.stopped:
-                return error(action, kernel, "stopped", STOPPED_WAITING)
+                return failed(StageError("stopped", STOPPED_WAITING), action, kernel)
             progress("starting", 0.0)
-            pool = st.pools[("gpu", token) if gpu else ("cpu", None)]
-            job = pool.take()
-            try:
-                st.stops.attach(ticket, job)  # a stop that came while the worker got ready kills it now
-                request = {"action": action, "kernel": kernel, "source": source, "params": params, "arch": arch,
-                           "options": options}
-                if gpu:
-                    _seed_ceilings(st, job)
-                _seed_tuned_table(st, job)
-                result = job.run(request, timeout, progress)
-                if ticket.stopped:
-                    return error(action, kernel, "stopped", f"stopped by you after {time.monotonic() - started:.1f} s")
-                if gpu and _no_user_code(kernel, source) and isinstance(result, dict) and result.get("ok"):
-                    _harvest_ceilings(st, job)
-                if action == "tune":
-                    _keep_tuned_config(st, kernel, source, result)
-            finally:
-                job.close()  # before the slot is freed: the next job gets a GPU with nothing of this one on it
-                pool.fill_later()
+            request = {"action": action, "kernel": kernel, "source": source, "params": params, "arch": arch,
+                       "options": options}
+            result = st.backend.run(request, gpu=token if gpu else None, timeout=timeout, progress=progress,
+                                    started=lambda job: st.stops.attach(ticket, job), files=_tuned_files(st))
+            if ticket.stopped:
+                return failed(StageError("stopped", f"stopped by you after {time.monotonic() - started:.1f} s"),
+                              action, kernel)
+            if action == "tune":
+                _keep_tuned_config(st, kernel, source, result)
     except Busy as busy:
         wait = max(1, round(busy.retry_after))
-        return error(action, kernel, "busy", f"{busy}: try again in {wait} s")
+        return failed(StageError("busy", f"{busy}: try again in {wait} s"), action, kernel)
     except Stopped:
-        return error(action, kernel, "stopped", STOPPED_WAITING)
+        return failed(StageError("stopped", STOPPED_WAITING), action, kernel)
     if not isinstance(result, dict):
-        return error(action, kernel, "internal", "the job answered something other than a JSON object")
+        return failed(StageError("internal", "the job answered something other than a JSON object"),
+                      action, kernel)
     result = bound_answer(result)  # (a local job's is cut as it is read; a Ray node's is cut here too)
     result.setdefault("kernel", kernel)
     result["action"] = action
@@ -253,62 +246,16 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
     return result
 
 
-# -- the GPU's ceilings ------------------------------------------------------------------------------------------
-# A run reports percentages of this GPU's measured copy bandwidth and matmul rate (playground.engine.device.ceilings),
-# which the engine measures once and caches in its cache folder. A job's cache folder is its own, so each run would
-# measure them again (about 2 s of exclusive GPU time). The server keeps them instead: taken from a job that ran
-# no user code (the catalogue's own kernel, so nobody can plant flattering ceilings), written into every later GPU
-# job's folder before it starts.
-def _no_user_code(kernel: str, source: str | None) -> bool:
-    builtin = ROOT / "kernels" / f"{os.path.basename(kernel)}.py"
-    return source is None or (builtin.is_file() and source == builtin.read_text())
-
-
-def _harvest_ceilings(st: _State, job) -> None:
-    for path in (job.dir / "cache" / "ceilings").glob("*.json"):
-        try:
-            text = path.read_text()
-            json.loads(text)
-        except (OSError, ValueError):
-            continue
-        st.ceilings[path.name] = text
-
-
-def _seed_ceilings(st: _State, job) -> None:
-    if st.ceilings:
-        _give_job_files(job, "cache/ceilings", {name: text.encode() for name, text in st.ceilings.items()},
-                        "the GPU's ceilings")
-
-
-def _give_job_files(job, folder: str, files: dict[str, bytes], what: str) -> None:
-    """Write `files` into `folder` (relative) of the job's own folder before it starts, owned by the job's uid so
-    it may read and replace them. A Ray node's job has no folder on this machine (ray_backend.ClusterJob): nothing
-    to write there."""
-    if not job.dir.is_dir():
-        return
-    target = job.dir / folder
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
-            (target / name).write_bytes(data)
-        if job.uid is not None:
-            made = [p for p in (target, *target.parents) if p.is_relative_to(job.dir) and p != job.dir]
-            for p in (*made, *(target / name for name in files)):
-                os.chown(p, job.uid, job.uid)
-    except OSError:
-        log.warning("could not give a job %s", what, exc_info=True)
-
-
 # -- the users' tuned configs ----------------------------------------------------------------------------------------
 # A tuning run's best verified config is picked again for the nearest problem of its shape class (config_choice.py).
 # A job's data folder is its own and goes with it, so the server keeps the table (in its data folder, beside the
 # class's database): copied into each job before it starts, and extended from a tuning run of a shipped kernel that
 # ran unedited (no user code, so nobody can plant a config that others then get).
-def _tuned_table(st: _State):
+def _tuned_table(st: JobLayer):
     return st.settings.data_dir / config_choice.USER_TABLE
 
 
-def _tuned_digest(st: _State, kernel: str) -> str:
+def _tuned_digest(st: JobLayer, kernel: str) -> str:
     """A digest of the table's entries for `kernel`: a tuning run of one kernel leaves the others' cached compiles
     reachable."""
     try:
@@ -319,24 +266,25 @@ def _tuned_digest(st: _State, kernel: str) -> str:
     return hashlib.sha256(json.dumps(mine, sort_keys=True).encode()).hexdigest()[:16] if mine else ""
 
 
-def _seed_tuned_table(st: _State, job) -> None:
+def _tuned_files(st: JobLayer) -> dict[str, dict[str, bytes]]:
+    """The table, as files for the job's data folder (a Ray node's jobs read their own node's: a job's folder is on
+    the node, where the server writes nothing)."""
     table = _tuned_table(st)
     try:
-        data = table.read_bytes()
+        return {"data": {table.name: table.read_bytes()}}
     except OSError:  # none kept yet
-        return
-    _give_job_files(job, "data", {table.name: data}, "the table of tuned configs")
+        return {}
 
 
 def _plain(value) -> bool:
     return isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 64)
 
 
-def _keep_tuned_config(st: _State, kernel: str, source: str | None, result: dict) -> None:
+def _keep_tuned_config(st: JobLayer, kernel: str, source: str | None, result: dict) -> None:
     """Store the run's best config in the server's table, if the job ran no user code (then its answer is the
     engine's own: store_best kept only a real search from the engine's starting config) and it is faster than what
     the table holds for that problem; the answer then says so (and names no server path)."""
-    if not (isinstance(result, dict) and result.get("ok") and _no_user_code(kernel, source)):
+    if not (isinstance(result, dict) and result.get("ok") and no_user_code(kernel, source)):
         return
     best = result.get("best") if isinstance(result.get("best"), dict) else {}
     stored = best.get("stored") if isinstance(best.get("stored"), dict) else {}
@@ -365,23 +313,24 @@ def health() -> dict:
     """For /health and the page's footer: is the server fine, what GPU, how jobs are sandboxed, how full the queue."""
     try:
         st = state()
-        gpus = st.gpus if st.cluster else hardware.gpus(st.settings)
-        refused = st.mode.refused if not st.cluster else None
+        backend = st.backend
+        part = backend.health()  # {"gpus", "spares", "cluster": the Ray cluster's address, nodes, GPU workers}
+        refused = backend.refused()
         return {
             "ok": not refused,  # a server that runs no job is not healthy (Docker's HEALTHCHECK: unhealthy)
             "jobs": "refused" if refused else "run",
             "jobs_refused": refused,  # why no job runs, and the fix (sandbox.REFUSED)
-            "gpu": gpus[0]["name"] if gpus else None,
-            "gpus": gpus,
-            "sandbox": st.mode.kind,
-            "sandbox_why": st.mode.why,
-            "sandbox_detail": st.mode.to_json(st.settings),
+            "gpu": part["gpus"][0]["name"] if part["gpus"] else None,
+            "gpus": part["gpus"],
+            "sandbox": backend.mode.kind,
+            "sandbox_why": backend.mode.why,
+            "sandbox_detail": backend.mode.to_json(st.settings),
             "queue": st.scheduler.snapshot(),
-            "spares": {f"{k}{'' if i is None else i}": p.snapshot() for (k, i), p in st.pools.items()},
+            "spares": part["spares"],
             "cache": st.cache.snapshot(),
             "tilelang": tilelang_version(),
-            "backend": "ray" if st.cluster else "local",
-            "cluster": st.cluster.health() if st.cluster else None,  # the Ray cluster's address, nodes, GPU workers
+            "backend": backend.name,
+            "cluster": part["cluster"],
         }
     except Exception as exc:
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "gpu": None, "sandbox": "unknown",

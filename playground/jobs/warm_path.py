@@ -32,7 +32,7 @@ SMALL = {"gemm": {"M": 256, "N": 256, "K": 256}, "gemm_epilogue": {"M": 256, "N"
 
 def _settle(timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    while not all(p.idle() for p in runner.state().pools.values()) and time.monotonic() < deadline:
+    while not runner.state().backend.idle() and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(1.0)  # let the last imports' page cache and CPU settle
 

@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch  # noqa: F401
     import tilelang  # noqa: F401
     from playground.engine.actions import execute, time_limit
+    from playground.engine.answers import failed
     from playground.engine.errors import StageError
     import playground.engine.compile, playground.engine.run, playground.engine.tune, playground.engine.sweep  # noqa: F401,E401
     send({"ready": True, "pid": os.getpid()})
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             result = execute(action, kernel, request.get("source"), request.get("params") or {},
                              request.get("arch"), workdir, progress=progress, **(request.get("options") or {}))
     except StageError as err:  # the alarm fired outside execute's own handler
-        result = {"ok": False, "kernel": kernel, "action": action, "error": err.to_json()}
+        result = failed(err, action, kernel)
     send({"result": result})
     sys.stderr.flush()
     os._exit(0)  # threads or atexit handlers the user's code left behind must not hold the job open

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import gradio as gr
 
+from ..engine.answers import Answer, failed  # the one failed answer: one JSON shape everywhere
+from ..engine.errors import StageError
 from . import gateway
-from ..jobs.job import error  # the engine's answer for a failure: one JSON shape everywhere
 
 ACTION_OPTIONS = {"tune": ("max_configs",), "run": ("seed", "graph")}
 
@@ -31,16 +32,17 @@ def _progress(progress):
 
 
 def call(action: str, kernel: str, source: str | None, params: dict | None, request: gr.Request | None,
-         progress=None) -> dict:
+         progress=None) -> Answer:
     # What an HTTP caller sends is anything JSON: say what was wrong, never answer with a Python error.
     name = str(kernel or "")
     if params is not None and not isinstance(params, dict):
-        return error(action, name, "parameters",
-                     f"params must be an object of NAME: VALUE, not {type(params).__name__}")
+        return failed(StageError("parameters", f"params must be an object of NAME: VALUE, not {type(params).__name__}"),
+                      action, name)
     if source is not None and not isinstance(source, str):
-        return error(action, name, "parameters", f"source must be text, not {type(source).__name__}")
+        return failed(StageError("parameters", f"source must be text, not {type(source).__name__}"), action, name)
     if kernel is not None and not isinstance(kernel, str):
-        return error(action, name, "parameters", f"kernel must be a name (text), not {type(kernel).__name__}")
+        return failed(StageError("parameters", f"kernel must be a name (text), not {type(kernel).__name__}"),
+                      action, name)
     params = dict(params or {})
     arch = params.pop("arch", None)
     options = {k: params.pop(k) for k in ACTION_OPTIONS.get(action, ()) if k in params}

@@ -1,5 +1,6 @@
-"""The files the page offers for download (the edited source, the generated CUDA): written where only the server's
-user can read them, one folder per student, and removed when they are old or the server stops.
+"""The files the page offers for download (the edited source, the generated CUDA, a profile's Nsight Compute report,
+the teacher's exports): written here only, where only the server's user can read them, one folder per student, and
+removed when they are old or the server stops.
 
 Gradio copies a returned file into its own cache when it answers, so ours is needed only for moments: anything older
 than KEEP_SECONDS is removed at the next write, and the whole folder at exit.
@@ -47,13 +48,14 @@ def prune(now: float | None = None) -> None:
             pass
 
 
-def write(student: str | None, filename: str, text: str) -> str:
-    """Write a download for `student` (gateway.student_of) and return its path."""
+def write(student: str | None, filename: str, data: str | bytes | None) -> str:
+    """Write a download for `student` (gateway.student_of): text (UTF-8) or bytes; return its path."""
     prune()
     folder = root() / hashlib.sha256((student or "anon").encode()).hexdigest()[:16]
     folder.mkdir(mode=0o700, exist_ok=True)
-    path = folder / Path(filename).name
+    name = Path(filename).name  # a name an answer gave (a profile's report) must not leave the folder
+    path = folder / (name if name not in ("", ".", "..") else "download")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text or "")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data if isinstance(data, bytes) else (data or "").encode())
     return str(path)

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from ..engine.answers import Answer, failed
+from ..engine.errors import StageError
 from ..settings import Settings
 
 log = logging.getLogger("playground.ui")
@@ -34,7 +36,7 @@ def _accepts(name: str) -> bool:
 
 def call(action: str, kernel: str, source: str | None, params: dict | None, *, session: str = "anon",
          arch: str | None = None, options: dict | None = None,
-         on_progress: Callable[[str, float], None] | None = None, owner: str | None = None) -> dict:
+         on_progress: Callable[[str, float], None] | None = None, owner: str | None = None) -> Answer:
     """run_job with the page's conventions: empty or unchanged source means the catalogue's file, params may be
     None, and anything unexpected comes back as an `internal` error result instead of an exception."""
     source = normalize_source(kernel, source)
@@ -47,13 +49,10 @@ def call(action: str, kernel: str, source: str | None, params: dict | None, *, s
         result = _run_job()(action, kernel, source, dict(params or {}), **kwargs)
     except Exception as exc:  # run_job promises not to raise; a page must not break if it does
         log.exception("run_job raised")
-        result = {"ok": False, "kernel": kernel, "action": action,
-                  "error": {"stage": "internal", "message": f"{type(exc).__name__}: {exc}"[:500], "line": None,
-                            "log": ""}}
+        result = failed(StageError("internal", f"{type(exc).__name__}: {exc}"[:500]), action, kernel)
     if not isinstance(result, dict):
-        result = {"ok": False, "kernel": kernel, "action": action,
-                  "error": {"stage": "internal", "message": "the engine returned no result", "line": None,
-                            "log": repr(result)[:2000]}}
+        result = failed(StageError("internal", "the engine returned no result", None, repr(result)[:2000]),
+                        action, kernel)
     result.setdefault("kernel", kernel)
     result.setdefault("action", action)
     return in_api_terms(in_users_terms(result, kernel))
@@ -246,8 +245,7 @@ def describe_source(kernel: str, source: str | None, params: dict | None = None,
         try:
             return in_users_terms({"ok": True, "action": "describe", **describe(kernel), "error": None}, kernel)
         except Exception as exc:
-            return {"ok": False, "kernel": kernel, "action": "describe",
-                    "error": {"stage": "parameters", "message": str(exc)[:500], "line": None, "log": ""}}
+            return failed(StageError("parameters", str(exc)[:500]), "describe", kernel)
     return call("describe", kernel, source, params, session=session)
 
 

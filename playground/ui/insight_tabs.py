@@ -4,28 +4,14 @@ chart is `roofline_update(result)`. Handlers go through Page.engine_action (gate
 button; the HTML comes from the pure views ir_view, profile_view and roofline."""
 from __future__ import annotations
 
-import re
-import tempfile
-from pathlib import Path
-
 import gradio as gr
 
-from . import ir_view, profile_view, roofline
+from . import downloads, gateway, ir_view, profile_view, roofline
 
 
 def roofline_update(result: dict | None):
     figure = roofline.roofline_figure(result)
     return gr.update(value=figure, visible=figure is not None)
-
-
-def _bytes_download(session: str | None, filename: str, data: bytes) -> str:
-    """Write a binary download (the .ncu-rep) under this session's own temporary folder."""
-    safe = re.sub(r"[^A-Za-z0-9_-]", "", session or "anon")[:64] or "anon"
-    folder = Path(tempfile.gettempdir()) / "tilelang-playground-ui" / safe
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / re.sub(r"[^A-Za-z0-9_.-]", "_", filename)
-    path.write_bytes(data)
-    return str(path)
 
 
 def build(page) -> None:
@@ -72,8 +58,9 @@ def wire(page) -> None:
         result, out = page.engine_action("profile", data, request, progress)
         out[page.profile_view] = profile_view.profile_html(result)
         report = profile_view.report_file(result)
-        session = getattr(request, "session_hash", None)
-        out[page.ncu_dl] = (gr.update(value=_bytes_download(session, report[0], report[1]), interactive=True)
+        # the student's own private folder, pruned when old, as every download (downloads.py)
+        out[page.ncu_dl] = (gr.update(value=downloads.write(gateway.student_of(request), report[0], report[1]),
+                                      interactive=True)
                             if report else gr.update(value=None, interactive=False))
         out[page.results_tabs] = gr.Tabs(selected="profile")
         return out

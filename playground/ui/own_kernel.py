@@ -15,6 +15,8 @@ from pathlib import Path
 
 import gradio as gr
 
+from ..engine.answers import failed
+from ..engine.errors import StageError
 from . import controls as ctl, gateway, views
 
 OWN = "my_kernel"                  # the kernel dropdown's value while the editor holds a kernel of one's own
@@ -213,10 +215,8 @@ def engine_action(page, action: str, data: dict, request, progress, options: dic
             return result, finish(page, action, data, result, out, session, started)
     missing = missing_values(page, data)
     if missing:
-        result = {"ok": False, "action": action, "kernel": "my kernel",
-                  "error": {"stage": "parameters", "line": None, "log": "",
-                            "message": f"give a value for {', '.join(missing)}: neither the source's defaults "
-                                       "nor its own code give one"}}
+        result = failed(StageError("parameters", f"give a value for {', '.join(missing)}: neither the source's "
+                                                 "defaults nor its own code give one"), action, "my kernel")
         return result, finish(page, action, data, result, out, session, started)
     kernel, source, c, values, dtype, arch = read(page, data)
     with StagedProgress(progress, action) as staged:
