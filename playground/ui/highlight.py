@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import re
 from typing import Iterable
 
 from pygments import lex
@@ -74,10 +75,25 @@ def token_lines(text: str, language: str = "cuda") -> list[str]:
     return lines
 
 
+# A CUDA file's opening lines that are only the preprocessor's (TileLang's #include and #define preamble)
+PREAMBLE_LINE = re.compile(r"\s*(#.*|//.*|/\*.*|\*.*|)$")
+
+
+def preamble_lines(text: str) -> int:
+    """How many opening lines of generated CUDA come before its first `__global__` and are all preprocessor lines,
+    comments or blank (TileLang's #include/#define preamble): what a pane folds, so it opens at the kernel. 0 where
+    there is no such preamble (or it is too short to be worth a fold)."""
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if "__global__" in line), None)
+    if first is None or first < 3 or not all(PREAMBLE_LINE.match(line) for line in lines[:first]):
+        return 0
+    return first
+
+
 def code_html(text: str, language: str = "cuda", *, line_map: list | None = None,
               marked: Iterable[int] = (), error_lines: Iterable[int] = (), first_line: int = 1,
               source_lines: list[str] | None = None, elem_class: str = "", empty: str = "nothing yet",
-              origins: list | None = None, origin_lines: dict | None = None) -> str:
+              origins: list | None = None, origin_lines: dict | None = None, fold_preamble: bool = False) -> str:
     """A highlighted listing with line numbers.
 
     line_map:     for listing line i+1, the user source line it came from (or None); each line then carries
@@ -87,6 +103,8 @@ def code_html(text: str, language: str = "cuda", *, line_map: list | None = None
     origins:      for a listing line made by a kernel module the file imports rather than the file itself,
                   "module.py:N" (compile's line_origins); the line then carries a tooltip quoting that line
                   (`origin_lines`) and the class pg-has-origin.
+    fold_preamble: generated CUDA's #include/#define preamble (preamble_lines) folded under one line that opens
+                  it, so the pane opens at the first `__global__`; its lines keep their numbers.
     """
     if not text:
         return f'<div class="pg-code pg-empty {elem_class}">{html.escape(empty)}</div>'
@@ -94,8 +112,15 @@ def code_html(text: str, language: str = "cuda", *, line_map: list | None = None
     cut = len(rows) - MAX_LINES
     rows = rows[:MAX_LINES]
     marked, error_lines = set(marked), set(error_lines)
+    fold = preamble_lines(text) if fold_preamble else 0
     out = [f'<div class="pg-code {elem_class}"><pre>']
     for i, body in enumerate(rows):
+        if fold and i == 0:
+            out.append(f'<details class="pg-fold"><summary class="pg-line pg-fold-head"><span class="pg-no">'
+                       f'1–{fold}</span><span class="pg-tx">#include and #define preamble: {fold} lines '
+                       f'(show)</span></summary>')
+        if fold and i == fold:
+            out.append("</details>")
         number = i + first_line
         src = line_map[i] if line_map and i < len(line_map) else None
         classes = ["pg-line"]
@@ -120,6 +145,8 @@ def code_html(text: str, language: str = "cuda", *, line_map: list | None = None
             attrs = f' title="{html.escape(f"from {module} line {module_line}" + (f": {quote}" if quote else ""))}"'
         out.append(f'<div class="{" ".join(classes)}"{attrs}><span class="pg-no">{number}</span>'
                    f'<span class="pg-tx">{body or " "}</span></div>')
+    if fold and fold >= len(rows):
+        out.append("</details>")
     if cut > 0:
         out.append(f'<div class="pg-line pg-cut"><span class="pg-no"></span><span class="pg-tx">… {cut} more '
                    f'lines: download the file to see them all</span></div>')

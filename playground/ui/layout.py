@@ -17,8 +17,8 @@ from . import classroom  # share links, the exercise beside the editor, the boar
 from . import own_kernel  # "New kernel": a kernel of one's own, its controls read from its source (issue 18)
 from ..settings import Settings, current as current_settings
 from .highlight import code_html, source_line_choices
-from .styles import (FORGET_LINK_JS, SAVE_TAB_DRAFT_JS, SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS, TAB_DRAFT_JS,
-                     TYPED_TO_TAB_DRAFT_JS)
+from .styles import (FORGET_LINK_JS, KERNEL_START_JS, SAVE_TAB_DRAFT_JS, SCROLL_TO_ERROR_JS, SCROLL_TO_MARK_JS,
+                     TAB_DRAFT_JS, TYPED_TO_TAB_DRAFT_JS)
 
 DRAFT_KEY = "tilelang-playground-draft"
 EDITS_KEY = "tilelang-playground-edits"  # {shipped kernel: the user's edited text of it}
@@ -195,7 +195,7 @@ class Page:
         self.editor = gr.Code(gateway.original_source(self.default_kernel), language="python", lines=24,
                               max_lines=48, label="TileLang source (Python)", elem_id="pg-editor",
                               interactive=True, wrap_lines=True)
-        with gr.Accordion("Parameters", open=True, elem_id="pg-params"):
+        with gr.Column(elem_id="pg-params"):  # (no accordion: the controls stay in view under the editor)
             self.params_note = gr.HTML("", elem_id="pg-params-note", elem_classes="pg-params-note")
             gr.HTML('<div class="pg-group-label">Problem size</div>')
             with gr.Row(elem_id="pg-problem"):
@@ -372,7 +372,7 @@ class Page:
             origin_lines=last.get("origin_lines"),
             marked=[] if selected in (None, "") else [int(selected) if str(selected).isdigit() else str(selected)],
             error_lines=[err] if err else [],
-            source_lines=(last.get("source") or "").splitlines())
+            source_lines=(last.get("source") or "").splitlines(), fold_preamble=True)
 
     @staticmethod
     def stale(last: dict | None) -> str:
@@ -697,7 +697,7 @@ class Page:
         # The tab's own draft first, where it has one (styles.TAB_DRAFT_JS says why), then the page from it.
         demo.load(None, [self.draft], [self.draft], js=TAB_DRAFT_JS).then(
             self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
-            **light).then(None, None, None, js=FORGET_LINK_JS)
+            **light).then(None, None, None, js=FORGET_LINK_JS).then(None, None, None, js=KERNEL_START_JS)
         self.draft.change(None, [self.draft], None, js=SAVE_TAB_DRAFT_JS)
         self.editor.input(None, [self.editor], None, js=TYPED_TO_TAB_DRAFT_JS)
         edits = {self.draft, self.share, self.py_dl, self.preset, self.params_note, *self.p_slots, *self.t_slots,
@@ -738,9 +738,11 @@ class Page:
         self.jobs = jobs = [compile_job, run_job, tune_job, sweep_job]  # (New kernel and an exercise's starter too)
         self.kernel.select(self.on_kernel, {self.kernel, self.arch, self.editor, self.own, self.own_draft,
                                             self.shown, self.edited},
-                           everything, api_visibility="private", trigger_mode="always_last", cancels=jobs, **light)
+                           everything, api_visibility="private", trigger_mode="always_last", cancels=jobs,
+                           **light).then(None, None, None, js=KERNEL_START_JS)  # the editor at the kernel's start
         self.reset_btn.click(self.on_reset, self.setup | {self.shown, self.edited}, everything,
-                             api_visibility="private", cancels=jobs, **light)
+                             api_visibility="private", cancels=jobs, **light).then(None, None, None,
+                                                                                   js=KERNEL_START_JS)
         self.stop_btn.click(self.on_stop, None, self.status, api_visibility="private", cancels=jobs, **light)
         self.sweep_metric.input(self.on_sweep_metric, [self.swept, self.sweep_metric], self.sweep_plot,
                                 api_visibility="private", **light)

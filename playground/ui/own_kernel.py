@@ -389,9 +389,11 @@ def wire(page, everything: set) -> None:
     def pick(data: dict, request: gr.Request):
         return on_entry(page, data, request)
 
+    from .styles import KERNEL_START_JS  # the editor at the new kernel's first line
     page.new_btn.click(new, page.setup | {page.new_from, page.own_draft, page.shown, page.edited},
                        everything | outputs(page) | {page.kept_draft},
-                       cancels=page.jobs, **engine_kw)  # a late answer of the kernel before must not land on it
+                       cancels=page.jobs, **engine_kw).then(None, None, None, js=KERNEL_START_JS)
+    # (cancels: a late answer of the kernel before must not land on it)
     page.read_btn.click(read_params, page.setup,
                         outputs(page) | {page.error_box, page.log_acc, page.log, page.error_line}, **engine_kw)
     page.entry.input(pick, page.setup, outputs(page), **engine_kw)

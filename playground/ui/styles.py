@@ -168,9 +168,57 @@ CSS = """
 .pg-card .sub { font-size: 0.82rem; color: var(--body-text-color-subdued); }
 .pg-share { font-size: 0.82rem; color: var(--body-text-color-subdued); word-break: break-all; }
 #pg-editor .cm-editor { font-size: 12.5px; }
-/* Gradio sizes the editor by lines × the first line's height, which a wrapped docstring line doubles: the editor
-   grows with its text from about 20 lines up to most of the window, then scrolls, like the CUDA pane beside it. */
-#pg-editor .cm-scroller { min-height: 340px !important; max-height: 72vh !important; }
+/* The first screen is the workspace: the source from its kernel's first line, the kernel's controls under it and
+   the CUDA from its first __global__ beside it, in view at once from a 1024×768 window up. The page's script
+   (fitWorkspace) sizes the editor and the code pane to the window: --pg-editor-h and --pg-code-h. Without it, the
+   editor grows with its text to most of the window, then scrolls, like the CUDA pane beside it. */
+#pg-editor .cm-scroller { min-height: min(340px, var(--pg-editor-h, 340px)) !important;
+                          max-height: var(--pg-editor-h, 72vh) !important; }
+#pg-code-tabs .pg-code { max-height: var(--pg-code-h, 68vh); }
+.pg-fold > summary { list-style: none; cursor: pointer; }
+.pg-fold > summary::-webkit-details-marker { display: none; }
+.pg-fold > summary .pg-tx, .pg-fold > summary .pg-no { color: #8b949e; font-style: italic; }
+.pg-fold[open] > summary { border-bottom: 1px dashed #30363d; }
+/* Less room around the blocks above the panes, so that more of the window is the workspace */
+@media (max-width: 1399px) { div.gradio-container > div.main.fillable.app { padding: 8px 12px !important; } }
+#pg-header { margin: 0 !important; }
+#pg-header .html-container { padding: 0 4px !important; }
+#pg-header .prose { display: flex; flex-wrap: wrap; align-items: baseline; gap: 2px 14px; }
+.pg-title { font-size: 1.3rem; line-height: 1.3; }
+#pg-banner .html-container, #pg-status .html-container { padding: 0 !important; }
+.pg-banner { padding: 3px 10px; font-size: 0.82rem; }
+.pg-status { padding: 4px 10px; }
+#pg-toolbar, #pg-own { gap: 8px !important; }
+#pg-toolbar .block, #pg-own .block, #pg-params .pg-slot, #pg-srcline { padding: 3px 8px !important; }
+#pg-own button, #pg-toolbar button { min-height: 38px; }
+#pg-toolbar > button { flex: 0 0 auto !important; }
+#pg-toolbar > .form { flex: 1 1 0 !important; }
+@media (max-width: 1299px) and (min-width: 641px) {
+  #pg-toolbar > button { min-width: 0 !important; padding: 6px 10px !important; }
+  #pg-toolbar > .form { min-width: 470px !important; }
+  #pg-toolbar #pg-kernel { min-width: 120px !important; } #pg-toolbar #pg-preset { min-width: 130px !important; }
+  #pg-toolbar #pg-dtype { min-width: 108px !important; } #pg-toolbar #pg-arch { min-width: 108px !important; } }
+#pg-params, #pg-params .column { gap: 4px !important; }
+#pg-params { border: 1px solid var(--border-color-primary); border-radius: var(--block-radius); padding: 4px 6px; }
+#pg-params .html-container { padding: 0 4px !important; }
+#pg-params-note:not(:has(div)) { display: none; }
+#pg-params .pg-group-label { margin: 0; }
+#pg-params .pg-slot { min-width: 80px !important; }
+/* A phone's width: source, controls and code stacked, the code scrolling inside its pane, never the page sideways */
+@media (max-width: 640px) {
+  div.gradio-container > div.main.fillable.app { padding: 6px 6px !important; }
+  #pg-toolbar > .form { min-width: 100% !important; display: grid !important;
+                        grid-template-columns: 1fr 1fr; }
+  #pg-toolbar > .form > .block { min-width: 0 !important; }
+  #pg-toolbar > button { flex: 1 1 auto !important; min-width: 0 !important; padding: 6px 5px !important;
+                         font-size: 0.88rem !important; }
+  #pg-own > button { flex: 1 1 40% !important; min-width: 0 !important; font-size: 0.88rem !important;
+                     min-height: 0 !important; }
+  #pg-params .pg-slot { min-width: calc(33% - 6px) !important; flex: 1 1 calc(33% - 6px) !important; }
+  .pg-sub { font-size: 0.82rem; }
+}
+#pg-panes, #pg-panes > .column { max-width: 100%; }
+#pg-panes .pg-code { max-width: 100%; }
 #pg-editor .cm-gutterElement { color: var(--body-text-color-subdued); }
 #pg-editor .pg-err-gutter { background: #dc2626; color: white !important; border-radius: 3px; }
 """
@@ -328,9 +376,80 @@ HEAD = r"""
       if (button && button.title !== title) button.title = title;
     }
   };
+  // The workspace fits the window (CSS: --pg-editor-h, --pg-code-h): on a desktop the editor takes the height
+  // the window leaves once the kernel's controls under it are in view, and the code pane beside it ends at the
+  // window's bottom too; on a phone, where the three are stacked, each takes part of a screen and scrolls inside.
+  const fitWorkspace = () => {
+    const root = document.documentElement, panes = document.querySelector("#pg-panes");
+    const scroller = document.querySelector("#pg-editor .cm-scroller");
+    if (!panes || !scroller) return;
+    let editorH, codeH;
+    if (innerWidth >= 1000) {
+      const panesTop = panes.getBoundingClientRect().top;
+      const avail = Math.max(420, innerHeight - (panesTop + scrollY) - 10);
+      const params = document.querySelector("#pg-params");
+      const s = scroller.getBoundingClientRect();
+      const above = s.top - panesTop;  // the editor's label (and an error shown over it)
+      const below = params && params.offsetParent ? params.getBoundingClientRect().bottom - s.bottom : 0;
+      editorH = Math.max(120, Math.min(avail - above - below, innerHeight * 0.75));
+      const code = [...document.querySelectorAll("#pg-code-tabs .pg-code")].find((e) => e.offsetParent);
+      const codeTop = code ? code.getBoundingClientRect().top - panesTop : 160;
+      codeH = Math.max(200, avail - codeTop - 4);
+    } else {
+      editorH = innerHeight * 0.45;
+      codeH = innerHeight * 0.6;
+    }
+    for (const [name, value] of [["--pg-editor-h", editorH], ["--pg-code-h", codeH]]) {
+      const now = parseFloat(root.style.getPropertyValue(name)) || 0;
+      if (Math.abs(now - value) > 2) root.style.setProperty(name, `${Math.round(value)}px`);
+    }
+  };
+  window.pgFitWorkspace = fitWorkspace;
+  addEventListener("resize", () => setTimeout(fitWorkspace, 50));
   let pending = null;
-  new MutationObserver(() => { clearTimeout(pending); pending = setTimeout(() => { fixEditorContrast(); titleControls(); titleButtons(); }, 150); })
+  new MutationObserver(() => { clearTimeout(pending); pending = setTimeout(() => { fixEditorContrast(); titleControls(); titleButtons(); fitWorkspace(); }, 150); })
     .observe(document.documentElement, {childList: true, subtree: true});
+
+  // A kernel newly in the editor opens at its first line (its decorator or def): the module docstring and the
+  // imports are scrolled above it, one scroll away. KERNEL_START_JS calls this after a kernel takes the editor.
+  const editorView = () => {
+    const content = document.querySelector("#pg-editor .cm-content");
+    return content && ((content.cmTile && content.cmTile.view) ||
+                       (content.cmView && (content.cmView.view || (content.cmView.root || {}).view)));
+  };
+  const kernelStart = (doc) => {
+    let n = 1, quote = null;
+    for (; n <= doc.lines; n++) {  // past the module docstring
+      const text = doc.line(n).text.trim();
+      if (quote) { if (text.includes(quote)) { quote = null; } continue; }
+      const open = text.match(/^[rRbBuU]?(\"\"\"|\'\'\')/);
+      if (open) { if (text.length < 6 || !text.slice(open[0].length).includes(open[1])) quote = open[1]; continue; }
+      if (text && !text.startsWith("#")) break;
+    }
+    for (let m = n; m <= Math.min(doc.lines, n + 3000); m++) {
+      if (/^(@|def |async def |class )/.test(doc.line(m).text)) return m;
+    }
+    return 1;
+  };
+  window.pgShowKernelStart = () => {
+    let shown = null;
+    const go = (tries) => {
+      const view = editorView();
+      if (!view || !view.state || !view.constructor.scrollIntoView) {
+        if (tries > 0) setTimeout(() => go(tries - 1), 100);
+        return;
+      }
+      const doc = view.state.doc, text = doc.toString();
+      if (text === shown) return;  // (the same text: the user may have scrolled since)
+      shown = text;
+      const line = kernelStart(doc);
+      view.dispatch({effects: view.constructor.scrollIntoView(doc.line(line).from, {y: "start"})});
+      root().dataset.pgKernelStart = String(line);
+    };
+    const root = () => document.querySelector("#pg-editor");
+    setTimeout(() => go(20), 60);
+    setTimeout(() => go(0), 700);  // Gradio may set the editor's text after this event's own step
+  };
 
   document.addEventListener("mouseup", () => setTimeout(markSelection, 0));
   document.addEventListener("keyup", (ev) => {
@@ -430,6 +549,16 @@ SCROLL_TO_ERROR_JS = """
       if (el.textContent.trim() === String(line)) el.classList.add("pg-err-gutter");
     });
   }, 120);
+  return [];
+}
+"""
+
+# After a kernel takes the editor (the page's load, a switch, Reset, New kernel, a kernel of the file picked): the
+# editor at the kernel's first line (HEAD's pgShowKernelStart), the workspace fitted to the window.
+KERNEL_START_JS = """
+() => {
+  if (window.pgShowKernelStart) window.pgShowKernelStart();
+  if (window.pgFitWorkspace) setTimeout(window.pgFitWorkspace, 100);
   return [];
 }
 """
