@@ -180,7 +180,6 @@ CSS = """
 .pg-fold > summary .pg-tx, .pg-fold > summary .pg-no { color: #8b949e; font-style: italic; }
 .pg-fold[open] > summary { border-bottom: 1px dashed #30363d; }
 /* Less room around the blocks above the panes, so that more of the window is the workspace */
-@media (max-width: 1399px) { div.gradio-container > div.main.fillable.app { padding: 8px 12px !important; } }
 #pg-header { margin: 0 !important; }
 #pg-header .html-container { padding: 0 4px !important; }
 #pg-header .prose { display: flex; flex-wrap: wrap; align-items: baseline; gap: 2px 14px; }
@@ -204,9 +203,16 @@ CSS = """
 #pg-params-note:not(:has(div)) { display: none; }
 #pg-params .pg-group-label { margin: 0; }
 #pg-params .pg-slot { min-width: 80px !important; }
+#pg-params .pg-slot span[data-testid=block-info], #pg-params .pg-slot .info-text { font-size: 0.78rem;
+                                                                                   line-height: 1.2; margin: 0; }
+/* "What these parameters do" at the panel's top right, over the controls when opened (each is a tooltip too) */
+#pg-params { position: relative; }
+#pg-param-help { position: absolute !important; top: 2px; right: 6px; z-index: 5; max-width: calc(100% - 12px); }
+#pg-param-help .pg-param-help[open] { background: var(--block-background-fill); border: 1px solid
+                                      var(--border-color-primary); border-radius: 6px; padding: 4px 8px; }
+#pg-param-help summary { text-align: right; }
 /* A phone's width: source, controls and code stacked, the code scrolling inside its pane, never the page sideways */
 @media (max-width: 640px) {
-  div.gradio-container > div.main.fillable.app { padding: 6px 6px !important; }
   #pg-toolbar > .form { min-width: 100% !important; display: grid !important;
                         grid-template-columns: 1fr 1fr; }
   #pg-toolbar > .form > .block { min-width: 0 !important; }
@@ -229,6 +235,11 @@ def css() -> str:
 
 
 HEAD = r"""
+<style>
+/* (here, not in CSS: Gradio scopes the page's CSS inside .contain, which the app's own padding is outside of) */
+@media (max-width: 1399px) { .gradio-container .main.fillable.app { padding: 8px 12px !important; } }
+@media (max-width: 640px) { .gradio-container .main.fillable.app { padding: 6px 6px !important; } }
+</style>
 <script>
 (() => {
   // Hovering a CUDA line lights up every CUDA line that came from the same line of the kernel's source.
