@@ -22,10 +22,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from test_browser import ARGS, CHROMIUM, choose, slot, type_value, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
+CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TEACHER_PW = "teacher-secret"
 CLASS_PW = "class-secret"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -80,6 +82,47 @@ def term(tmp_path_factory):
         browser.close()
     demo.close()
     cls.install(None)
+
+
+def wait_idle(page, timeout: float = 150) -> str:
+    """The status line once no job is pending (Gradio shows the progress there while one is)."""
+    deadline = time.monotonic() + timeout
+    time.sleep(0.8)
+    while time.monotonic() < deadline:
+        pending = page.locator("#pg-status .wrap.pending, #pg-status .progress-text, #pg-status .eta-bar").count()
+        text = page.inner_text("#pg-status")
+        if not pending and "%" not in text and not text.startswith("waiting"):
+            return text
+        time.sleep(0.4)
+    raise AssertionError(f"the page stayed busy: {page.inner_text('#pg-status')!r}")
+
+
+def choose(page, dropdown, option: str) -> None:
+    """Pick `option` from a Gradio dropdown (given by a locator of its block)."""
+    dropdown.locator("input").click()
+    page.get_by_role("option", name=option, exact=True).first.click()
+    time.sleep(0.4)
+
+
+def type_value(page, dropdown, value: str) -> None:
+    """Type a custom value into a Gradio dropdown that allows one."""
+    box = dropdown.locator("input")
+    box.click()
+    box.fill(value)
+    box.press("Enter")
+    time.sleep(0.3)
+
+
+def slot(page, name: str):
+    """The parameter control labelled `name`."""
+    return page.locator(".pg-slot").filter(has=page.locator(f"input[aria-label='{name}']")).first
+
+
+def wait_text(page, selector: str, text: str, present: bool = True, timeout: float = 90) -> None:
+    """Until the element at `selector` shows `text` (or, `present` False, no longer does)."""
+    page.wait_for_function("([sel, text, present]) => { const e = document.querySelector(sel);"
+                           " return !!e && e.innerText.includes(text) === present; }", arg=[selector, text, present],
+                           timeout=timeout * 1000)
 
 
 def logged_in(browser, url: str, name: str, password: str):
@@ -149,7 +192,7 @@ def submit(page) -> str:
 def the_starter(page) -> None:
     open_section(page, "pg-exercise")
     choose(page, page.locator("#pg-exercise-pick"), TITLE)
-    page.wait_for_function("() => document.querySelector('#pg-exercise-statement').innerText.includes('Due ')")
+    wait_text(page, "#pg-exercise-statement", "Due ")
     page.click("#pg-exercise-starter")
     page.wait_for_function("() => document.querySelector('#pg-editor .cm-line').innerText.startsWith('\"\"\"Vector add')",
                            timeout=180_000)
@@ -185,7 +228,7 @@ def test_a_term_as_a_teacher_and_two_students(term):
     assert "2 names (2 new" in warning and "ends 1 logged-in session (Ada)" in warning, warning
     assert room.store.students() == [], "nothing imported before the teacher confirms"
     teacher.click("#pg-roster-confirm")
-    teacher.wait_for_function("() => document.querySelector('#pg-roster-out').innerText.includes('Grace')")
+    wait_text(teacher, "#pg-roster-out", "Grace")
     passwords = {r["name"]: r["password"] for r in
                  csv.DictReader(io.StringIO(teacher.locator("#pg-roster-out .cm-content").inner_text()))}
     assert set(passwords) == {"Ada", "Grace"}
@@ -205,6 +248,17 @@ def test_a_term_as_a_teacher_and_two_students(term):
         assert "Lab 1 is due soon <b>not bold</b>" in student.inner_text("#pg-announcement-text")
         assert student.locator("#pg-announcement-text b", has_text="not bold").count() == 0
         wait_idle(student)
+
+    # -- a folder the teacher adds shows in the open page's picker as its section opens (no restart, no reload) -
+    open_section(ada, "pg-exercise")
+    ada.locator("#pg-exercise .label-wrap").first.click()  # closed again
+    shutil.copytree(ROOT / "exercises" / "softmax", term["folder"].parent / "softmax")
+    open_section(ada, "pg-exercise")
+    time.sleep(1.0)
+    ada.locator("#pg-exercise-pick input").click()
+    ada.get_by_role("option", name="Row softmax in one pass (softmax)").wait_for()
+    ada.click("#pg-exercise-statement")  # (the list closed, the picker left)
+    time.sleep(0.5)
 
     # -- Ada: the starter with its own controls; a compile and a run kept for the teacher; a submission ---------
     the_starter(ada)
@@ -243,7 +297,7 @@ def test_a_term_as_a_teacher_and_two_students(term):
     grace.wait_for_selector("#pg-editor .cm-content")
     open_section(grace, "pg-exercise")
     choose(grace, grace.locator("#pg-exercise-pick"), TITLE)
-    grace.wait_for_function("() => document.querySelector('#pg-exercise-statement').innerText.includes('moved for you')")
+    wait_text(grace, "#pg-exercise-statement", "moved for you")
     after = submit(grace)
     assert "Not accepted" in after and "closed" not in after, after  # past the deadline check, to the grader
     statuses = [(s["student"], s["status"], "closed at" in s["message"]) for s in room.store.submissions()]
@@ -263,12 +317,26 @@ def test_a_term_as_a_teacher_and_two_students(term):
     open_section(ada, "pg-board")
     set_textbox(ada, "pg-alias", "Speedy A")
     ada.click("#pg-alias-btn")
-    ada.wait_for_function("() => document.querySelector('#pg-alias-note').innerText.includes('Speedy A')")
+    wait_text(ada, "#pg-alias-note", "Speedy A")
     ada.click("#pg-board-btn")
-    ada.wait_for_function("() => document.querySelector('#pg-board-table').innerText.includes('H200')")
+    wait_text(ada, "#pg-board-table", "H200")
     board = table_text(ada, "#pg-board-table")
     assert "Speedy A" in board and "81.5" in board and "NVIDIA H100 80GB HBM3" in board and "1980" in board, board
     assert board.index("Speedy A") < board.index("Grace"), "ranked by the share of the speed of light, not the time"
+
+    # -- the teacher's board: who chose which name, and a link per entry that opens it to re-run ---------------
+    open_section(teacher, "pg-board")
+    open_section(teacher, "pg-exercise")
+    choose(teacher, teacher.locator("#pg-exercise-pick"), TITLE)
+    teacher.click("#pg-board-btn")
+    wait_text(teacher, "#pg-board-table", "Speedy A (Ada)")
+    link = teacher.locator(f"#pg-board-table a[href='?rerun={seeded_ada}']")
+    assert link.count() >= 1, table_text(teacher, "#pg-board-table")  # (the table draws a cell twice)
+    teacher.goto(url + f"?rerun={seeded_ada}", wait_until="domcontentloaded")
+    teacher.wait_for_selector("#pg-editor .cm-content")
+    wait_text(teacher, "#pg-teacher-note", "from the board")  # (the link opens the section)
+    assert teacher.locator("#pg-teacher-id input").input_value() == str(seeded_ada)
+    choose(teacher, teacher.locator("#pg-teacher-ex"), "vector_add")  # (the reload left it at every exercise)
 
     # -- the teacher: the roster table, then a flagged submission (off the board, kept, its reason) -------------
     teacher_tab(teacher, "Roster")
@@ -283,7 +351,7 @@ def test_a_term_as_a_teacher_and_two_students(term):
     listed = table_text(teacher, "#pg-teacher-rows")
     assert "<i>copied</i> from Ada" in listed, listed  # the reason as text
     ada.click("#pg-board-btn")
-    ada.wait_for_function("() => !document.querySelector('#pg-board-table').innerText.includes('H200')")
+    wait_text(ada, "#pg-board-table", "H200", present=False)
     teacher.locator("#pg-teacher-id input").fill(str(seeded_ada))
     assert "81.5% of the speed of light" in click_and_note(teacher, "#pg-teacher-open") or \
         "81.5% of the speed of light" in teacher.inner_text("#pg-teacher-record")

@@ -365,6 +365,9 @@ class Classroom:
             return error("busy", f"{self.ALIASES} names in {self.ALIAS_WINDOW / 60:g} minutes is enough: try again "
                                  f"in {math.ceil(wait)} s")
         others = {r["student"] for r in self.store.roster()}
+        if name not in others:  # (the class password takes any name: names that never worked here keep nothing)
+            return error("permission", "a name for the boards is for a student of the class: compile, run or submit "
+                                       "something on an exercise first")
         text, why = boards.check_alias(alias, name, others)
         if why:
             return error("parameters", why)
@@ -424,8 +427,8 @@ class Classroom:
         seen = LOGIN_SEEN.get()
         if seen is not None:
             seen["credential"] = credential
-        if credential is not None and credential != TEACHER_LOGIN:
-            self.seen(username)
+        if credential not in (None, TEACHER_LOGIN, CLASS_LOGIN):  # a roster's student (any name takes the class
+            self.seen(username)                                    # password: those are seen when they work)
         return credential is not None
 
     async def login_in_a_thread(self, username: str, password: str) -> bool:

@@ -15,6 +15,7 @@ class's rules, which live in playground/course/ (no Gradio there).
 """
 from __future__ import annotations
 
+import html
 import re
 import threading
 import time
@@ -326,7 +327,6 @@ def summary_text(summary: dict | None) -> str:
 
 
 def _esc(text) -> str:
-    import html
     return html.escape(str(text if text is not None else ""))
 
 
@@ -408,6 +408,15 @@ def board_frame(board: dict, teacher: bool = False):
     return pd.DataFrame(rows, columns=BOARD_COLUMNS + (["re-run"] if teacher else []))
 
 
+def board_update(board: dict, teacher: bool = False):
+    """The board for the table: the frame, and for the teacher its last column read as links (markdown; every other
+    cell is text)."""
+    if not teacher:
+        return board_frame(board)
+    types = ["number", "str", "str", "number", "number", "number", "str", "number", "str", "str", "markdown"]
+    return gr.update(value=board_frame(board, teacher), datatype=types)
+
+
 def submissions_frame(answer: dict):
     import pandas as pd
     columns = ["id", "exercise", "student", "status", "time (ms)", "% of speed of light", "GPU", "late", "flag",
@@ -486,7 +495,8 @@ def trajectory_figure(answer: dict):
         fig.add_trace(go.Scatter(
             x=[time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(p["time"])) for p in points],
             y=[p["sol_percent"] if share else p["median_ms"] for p in points], mode="lines+markers",
-            name=s.get("shown_as") or s["student"], text=[p["kind"] for p in points],
+            name=html.escape(s.get("shown_as") or s["student"]), text=[p["kind"] for p in points],  # (plotly reads
+            # a few tags in a trace's name: a student's name is text)
             hovertemplate="%{text}: %{y:.1f}<extra>%{fullData.name}</extra>"))
     fig.update_layout(xaxis_title="time (UTC)", yaxis_title="% of the speed of light" if share else "time (ms)",
                       height=360, margin=dict(l=40, r=20, t=30, b=40), legend=dict(orientation="h"))
@@ -550,7 +560,7 @@ def build_share(page) -> None:
 
 
 def build_exercise(page) -> None:
-    with gr.Accordion("Exercise", open=False, elem_id="pg-exercise"):
+    with gr.Accordion("Exercise", open=False, elem_id="pg-exercise") as page.exercise_section:
         with gr.Row():
             page.exercise = gr.Dropdown(exercise_choices(), value=None, label="Exercise", scale=3,
                                         elem_id="pg-exercise-pick")
@@ -670,18 +680,10 @@ def build_class(page) -> None:
                 page.progress_out = gr.HTML("", elem_id="pg-progress-out")
 
 
-def _write_download(request, filename: str, data: bytes | str) -> str:
-    """A teacher's download, written as the page writes every download (layout.download_path), bytes too."""
-    if isinstance(data, str):
-        from .layout import download_path
-        return download_path("teacher", filename, data)
+def _write_download(filename: str, data: bytes | str) -> str:
+    """A teacher's download (a CSV, a zip), written as the page writes every download."""
     from . import downloads
-    import os
-    path = downloads.write("teacher", filename, "")  # the folder, the name and the mode; then the bytes
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    return path
+    return downloads.write("teacher", filename, data)
 
 
 def _controls_of(page, data: dict, request) -> tuple[dict, dict]:
@@ -754,7 +756,8 @@ def wire(page, demo) -> None:
     teacher_ex = [page.teacher_ex] if page.teacher is not None else []
 
     def refresh_exercises(picked, *teacher_picked):
-        """The exercise lists as exercises/ holds them now: a folder the teacher added shows without a restart."""
+        """The exercise lists as exercises/ holds them now (on load, and as the Exercise section opens): a folder the
+        teacher added shows without a restart."""
         choices = exercise_choices()
         names = [n for _, n in choices]
         out = [gr.update(choices=choices, value=picked if picked in names else None)]
@@ -763,7 +766,8 @@ def wire(page, demo) -> None:
                                  value=teacher_picked[0] if teacher_picked and teacher_picked[0] in names else ""))
         return tuple(out) if len(out) > 1 else out[0]
     demo.load(refresh_exercises, [page.exercise, *teacher_ex], [page.exercise, *teacher_ex], **light)
-    page.exercise.focus(refresh_exercises, [page.exercise, *teacher_ex], [page.exercise, *teacher_ex], **light)
+    page.exercise_section.expand(refresh_exercises, [page.exercise, *teacher_ex], [page.exercise, *teacher_ex],
+                                 **light)
 
     def on_exercise(name, request: gr.Request):
         ex = classroom().exercises_by_name().get(name or "")
@@ -820,7 +824,7 @@ def wire(page, demo) -> None:
         out[page.submit_answer] = submission_html(answer, sent)
         board = classroom().leaderboard(name, user_of(request)) if name else {}
         if board.get("ok"):
-            out[page.board] = board_frame(board, classroom().is_teacher(user_of(request)))
+            out[page.board] = board_update(board, classroom().is_teacher(user_of(request)))
             out[page.board_note] = views.board_note_html(name, board)
         return out
     from . import own_kernel
@@ -831,7 +835,7 @@ def wire(page, demo) -> None:
     def on_board(name, request: gr.Request = None):
         board = classroom().leaderboard(name, user_of(request)) if name else {}
         teacher = classroom().is_teacher(user_of(request))
-        return board_frame(board if board.get("ok") else {}, teacher), views.board_note_html(name, board)
+        return board_update(board if board.get("ok") else {}, teacher), views.board_note_html(name, board)
     page.board_btn.click(on_board, page.exercise, [page.board, page.board_note], **light)
 
     def on_alias(text, request: gr.Request):
@@ -918,9 +922,8 @@ def wire_teacher(page, demo, light: dict, engine: dict) -> None:
         return _status("ok", f"#{answer['submission']} is back.") if answer.get("ok") else _failed(answer)
     page.unflag_btn.click(unflagged, [page.teacher_pw, page.teacher_id], page.teacher_note, **light)
 
-    def offer(request, filename: str, data, note: str):
-        return (_status("ok", note), gr.update(value=_write_download(request, filename, data), visible=True,
-                                               label=filename))
+    def offer(filename: str, data, note: str):
+        return _status("ok", note), gr.update(value=_write_download(filename, data), visible=True, label=filename)
 
     def no_file(answer):
         return _failed(answer), gr.update(value=None, visible=False)
@@ -933,7 +936,7 @@ def wire_teacher(page, demo, light: dict, engine: dict) -> None:
         if not answer.get("ok"):
             return no_file(answer)
         name = f"submissions-{which(ex)}.csv"
-        return offer(request, name, answer["csv"], f"{name} is ready: download it below.")
+        return offer(name, answer["csv"], f"{name} is ready: download it below.")
     page.teacher_csv.click(exported, [page.teacher_pw, page.teacher_ex], [page.teacher_note, page.teacher_csv_file],
                            **light)
 
@@ -942,7 +945,7 @@ def wire_teacher(page, demo, light: dict, engine: dict) -> None:
         if not answer.get("ok"):
             return no_file(answer)
         name = f"submissions-{which(ex)}-code.zip"
-        return offer(request, name, answer["zip"], f"{name}: {answer['files']} submissions with their code "
+        return offer(name, answer["zip"], f"{name}: {answer['files']} submissions with their code "
                                                    "(index.csv and code/), below.")
     page.teacher_code_zip.click(code_zip, [page.teacher_pw, page.teacher_ex],
                                 [page.teacher_note, page.teacher_csv_file], **light)
@@ -952,7 +955,7 @@ def wire_teacher(page, demo, light: dict, engine: dict) -> None:
         if not answer.get("ok"):
             return no_file(answer)
         name = f"grades-{which(ex)}.csv"
-        return offer(request, name, answer["csv"], f"{name}: {len(answer['rows'])} students, a score per "
+        return offer(name, answer["csv"], f"{name}: {len(answer['rows'])} students, a score per "
                                                    "exercise: import it into the gradebook (below).")
     page.teacher_grades.click(graded, [page.teacher_pw, page.teacher_ex], [page.teacher_note, page.teacher_csv_file],
                               **light)
