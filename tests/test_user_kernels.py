@@ -694,6 +694,51 @@ def test_a_t_copy_between_tiles_of_different_shapes_names_both_at_its_line(tmp_p
     assert err["line"] == line_of(BAD_COPY, "T.copy(tile[0:32")
 
 
+STORE = "        T.copy(C_local, C[by * block_M, bx * block_N])"
+COPIES_THAT_CANNOT_MATCH = {
+    # a fragment into a global slice half its width, and a global tile into a global tile of another shape:
+    # TileLang compiled both without a word
+    "fragment to a narrower global slice": (
+        STORE.replace("C[by * block_M, bx * block_N]", "C[by * block_M:(by + 1) * block_M, bx * block_N:bx * block_N"
+                                                         " + block_N // 2]"), "128×128 tile of C_local", "128×64 tile of C"),
+    "global to global": (STORE + "\n        T.copy(A[by * block_M:(by + 1) * block_M, 0:block_K], "
+                                 "C[by * block_M:(by + 1) * block_M, 0:block_N])", "128×32 tile of A", "128×128 tile of C"),
+}
+
+
+@pytest.mark.parametrize("case", list(COPIES_THAT_CANNOT_MATCH))
+def test_a_copy_between_shapes_that_cannot_match_is_refused_at_its_line_before_it_compiles(tmp_path, case):
+    from playground.engine.compile import build
+    from playground.engine.errors import StageError
+    from playground.engine.kernel import loader
+    store, src, dst = COPIES_THAT_CANNOT_MATCH[case]
+    text = QUICKSTART_KERNEL_ONLY.replace(STORE, store)
+    k = loader.load(str(write(tmp_path, text)))
+    with pytest.raises(StageError) as err:
+        build(k, k.resolve({"M": 256, "N": 256, "K": 256}), "sm_90a")
+    assert err.value.stage == "tilelang" and src in err.value.message and dst in err.value.message
+    assert "before compiling" in err.value.message
+    assert err.value.line == line_of(text, store.strip().splitlines()[-1])
+
+
+def test_tvms_shape_check_of_a_copy_is_said_as_the_copy_and_its_two_shapes_at_its_line(tmp_path):
+    """A fragment copied into a shared tile half its width failed inside TVM ("StructuralEqual check failed, caused
+    by lhs at <root>[1].value"): now the copy, its two buffers and their shapes, at the copy's line."""
+    from playground.engine.compile import make_prim_func
+    from playground.engine.errors import StageError
+    from playground.engine.kernel import loader
+    text = QUICKSTART_KERNEL_ONLY.replace(STORE, "        C_shared = T.alloc_shared((block_M, block_N // 2), T.float16)\n"
+                                                 "        T.copy(C_local, C_shared)\n"
+                                                 "        T.copy(C_shared, C[by * block_M, bx * block_N])")
+    k = loader.load(str(write(tmp_path, text)))
+    with pytest.raises(StageError) as err:
+        make_prim_func(k, k.resolve({"M": 256, "N": 256, "K": 256}))
+    assert err.value.stage == "tilelang" and err.value.line == line_of(text, "T.copy(C_local, C_shared)")
+    assert err.value.message == ("T.copy from C_local (128×128) into C_shared (128×64): the source and the "
+                                 "destination must have the same shape")
+    assert "StructuralEqual" in err.value.log, "TVM's own words stay in the log"
+
+
 def test_a_hopper_schedule_for_ampere_gets_the_hint():
     code, result = cli_json("compile", "gemm", *sets({"M": 256, "N": 256, "K": 256, "block_N": 128, "block_K": 32,
                                                       "threads": 128}), "--arch", "sm_80")

@@ -332,6 +332,7 @@ def explain(err: StageError, kernel: Kernel, prim_func, arch: str) -> StageError
         return hopper_only(err, kernel, arch)
     if err.stage != "tilelang":
         return err
+    err = copy_shapes_error(err, kernel)
     text = f"{err.message}\n{err.log}"
     if COPY_MISMATCH.search(err.message) and prim_func is not None:
         found = _mismatched_copy(kernel, prim_func)
@@ -371,9 +372,19 @@ def _regions(call) -> list[tuple[str, list[int]]]:
     return out
 
 
+def check_copies(kernel: Kernel, prim_func) -> None:
+    """Before anything compiles: a T.copy between tiles whose shapes cannot match (128×32 into 128×128, global to
+    global included) is an error at its line. TileLang compiles some of these without a word and copies a part."""
+    found = _mismatched_copy(kernel, prim_func)
+    if found:
+        message, line = found
+        raise StageError("tilelang", f"{message} (checked before compiling)", line)
+
+
 def _mismatched_copy(kernel: Kernel, prim_func) -> tuple[str, int | None] | None:
     """The first T.copy whose source and destination tiles differ in shape (dimensions of 1 aside), as a message,
-    and its line: the n-th `T.copy(` of the kernel's function in the source, n its place among the copies."""
+    and its line: the `T.copy(` of the kernel's function that names the same two buffers (else the n-th one, n its
+    place among the copies)."""
     from tilelang import tvm
     copies: list = []
 
@@ -395,8 +406,56 @@ def _mismatched_copy(kernel: Kernel, prim_func) -> tuple[str, int | None] | None
         shape = "×".join(map(str, a)), "×".join(map(str, b))
         message = (f"T.copy from a {shape[0]} tile of {src} into a {shape[1]} tile of {dst}: the two tiles must "
                    "have the same shape")
-        return message, _nth_call_line(kernel, "T.copy(", i)
+        return message, _copy_line(kernel, src, dst) or _nth_call_line(kernel, "T.copy(", i)
     return None
+
+
+def _copy_calls(kernel: Kernel) -> list[tuple[int, str | None, str | None]]:
+    """Each `T.copy(src, dst)` in the kernel's function (else the file) as written: (line, the buffer each side
+    names: `A` of `A[by * 64, k]`, `C_shared` of `C_shared[0:32, :]`)."""
+    import ast
+
+    def base(node) -> str | None:
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        return node.id if isinstance(node, ast.Name) else None
+    try:
+        tree = ast.parse(kernel.source)
+    except SyntaxError:
+        return []
+    scope = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.name == kernel.name), tree)
+    out = []
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "copy" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "T" and len(node.args) >= 2:
+            out.append((node.lineno, base(node.args[0]), base(node.args[1])))
+    return sorted(out)
+
+
+def _copy_line(kernel: Kernel, src: str, dst: str) -> int | None:
+    """The line of the T.copy from buffer `src` into `dst` (the TIR names a buffer as the source's variable does)."""
+    return next((line for line, a, b in _copy_calls(kernel) if (a, b) == (src, dst)), None)
+
+
+# TVM's check that T.copy's two regions have one shape, as it fails: "StructuralEqual check failed, caused by lhs
+# at <root>[1].value:\n(128, 128)\nand rhs at <root>[1].value:\n(128, 64)"
+STRUCTURAL_SHAPES = re.compile(r"caused by lhs at [^\n]*:\s*\n\s*([(\[][^\n]*[)\]])\s*\n\s*and rhs at [^\n]*:\s*\n"
+                               r"\s*([(\[][^\n]*[)\]])")
+
+
+def copy_shapes_error(err: StageError, kernel: Kernel) -> StageError:
+    """TVM's "StructuralEqual check failed" of a T.copy between regions of two shapes, said as the copy and the two
+    shapes, at the copy's line."""
+    text = f"{err.message}\n{err.log}"
+    shapes = STRUCTURAL_SHAPES.search(text)
+    if not shapes or "StructuralEqual" not in text or "copy" not in text:
+        return err
+    a, b = ("×".join(re.findall(r"-?\w+", s)) for s in shapes.groups())
+    names = next(((x, y) for line, x, y in _copy_calls(kernel) if line == err.line), (None, None))
+    src, dst = (f" {n}" if n else "" for n in names)
+    err.message = f"T.copy from{src} ({a}) into{dst} ({b}): the source and the destination must have the same shape"
+    return err
 
 
 def _nth_call_line(kernel: Kernel, call: str, n: int) -> int | None:
@@ -439,8 +498,8 @@ def make_prim_func(kernel: Kernel, config: Config):
     except StageError as exc:
         exc.line = exc.line or user_line_from_traceback(exc, str(kernel.path))
         raise
-    except Exception as exc:
-        raise tilelang_error(exc, str(kernel.path)) from None
+    except Exception as exc:  # (TileLang's builder checks a T.copy's two shapes here: said as the copy's shapes)
+        raise copy_shapes_error(tilelang_error(exc, str(kernel.path)), kernel) from None
     except (SystemExit, KeyboardInterrupt) as exc:  # the user's code ending itself: its error, at its line
         raise StageError("python", f"the kernel's code raised {type(exc).__name__}({exc})",
                          user_line_from_traceback(exc, str(kernel.path)), clip(format_exception(exc))) from None
@@ -515,6 +574,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
     if progress:
         progress("lowering: TileLang builds and lowers the kernel", 0.1)
     prim_func = make_prim_func(kernel, config)
+    check_copies(kernel, prim_func)
     limits.before_lowering(prim_func, arch, user_file, kernel.source)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nvcc-keep-") as keep:
