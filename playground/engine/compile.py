@@ -326,7 +326,8 @@ COPY_MISMATCH = re.compile(r"shape mismatch|s_extent == g_extent|extent.*mismatc
 
 def explain(err: StageError, kernel: Kernel, prim_func, arch: str) -> StageError:
     """A `tilelang` error made to say what failed, where: a T.copy between tiles of different shapes named with
-    both shapes at its line; an error naming a buffer pointed at that buffer's allocation; a Hopper-only schedule
+    both shapes at its line (the copy's, not a buffer's allocation); TVM's shape check of a copy said as its two
+    shapes; another error naming a buffer pointed at that buffer's allocation; a Hopper-only schedule
     compiled for another GPU (found by TileLang, or by nvcc in TileLang's headers) told so."""
     if err.stage == "nvcc":
         return hopper_only(err, kernel, arch)
@@ -339,6 +340,9 @@ def explain(err: StageError, kernel: Kernel, prim_func, arch: str) -> StageError
         if found:
             message, line = found
             err.message, err.line = f"{message} ({err.message[:200]})", line or err.line
+        else:  # (extents TileLang knows only as expressions): the copy of a buffer the message names, not its alloc
+            named = set(re.findall(r"\w+", err.message))
+            err.line = next((line for line, a, b in _copy_calls(kernel) if {a, b} & named), err.line)
     if err.line is None:
         err.line = _named_buffer_line(err.message, kernel.source)
     return hopper_only(err, kernel, arch)
