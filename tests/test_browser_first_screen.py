@@ -221,3 +221,24 @@ def test_the_readme_quick_start_pasted_unchanged_compiles_with_no_value_typed(br
         print(f"\nREADME quick-start pasted: {status.strip()}; {note.splitlines()[0]}")
     finally:
         context.close()
+
+
+def test_a_shared_source_comes_back_with_its_final_newline(browser, url):
+    """Gradio's code component strips the text it sends to the browser: a share link (and every kernel put in the
+    editor) came back without the source's final newline."""
+    from gradio_client import Client
+    source = (ROOT / "kernels" / "vector_add.py").read_text().replace("Vector add", "My vector add", 1)
+    assert source.endswith("\n")
+    shared = Client(url, verbose=False).predict("vector_add", source, {}, None, api_name="/share")
+    assert shared["ok"], shared
+    context, page = new_page(browser, 1280, 900)
+    try:
+        page.goto(url + "?s=" + shared["id"], wait_until="domcontentloaded")
+        page.wait_for_selector("#pg-editor .cm-content")
+        settled(page)
+        doc = page.evaluate("""() => { const c = document.querySelector('#pg-editor .cm-content');
+            const v = (c.cmTile && c.cmTile.view) || (c.cmView && (c.cmView.view || (c.cmView.root || {}).view));
+            return v ? v.state.doc.toString() : null; }""")
+        assert doc == source, (doc or "")[-40:]
+    finally:
+        context.close()

@@ -681,3 +681,11 @@ def test_generated_cudas_preamble_is_folded_so_the_pane_opens_at_its_first_globa
     # code before the first __global__ that is not the preprocessor's (a helper function) is not folded away
     assert preamble_lines("#include <a.h>\n#include <b.h>\n__device__ int f() { return 1; }\n__global__ void k() {}") == 0
     assert preamble_lines("__global__ void k() {}") == 0
+
+
+def test_the_source_editor_sends_the_text_as_it_is():
+    # gr.Code strips leading and trailing whitespace: a shared source lost its final newline
+    from playground.ui.layout import SourceEditor
+    editor = SourceEditor("x = 1\n", language="python")
+    assert editor.postprocess("  x = 1\n\n") == "  x = 1\n\n" and editor.postprocess(None) is None
+    assert editor.get_block_name() == "code"

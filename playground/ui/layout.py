@@ -45,6 +45,18 @@ def offer_kept(request: gr.Request | None, kernel: str, suffix: str, text: str, 
                      label=label)
 
 
+class SourceEditor(gr.Code):
+    """The source editor: a gr.Code whose text goes to the browser as it is. Gradio's strips the leading and
+    trailing whitespace of every value it sends, so a kernel, a draft or a share link came back without its final
+    newline."""
+
+    def get_block_name(self) -> str:
+        return "code"  # (the browser's component is gr.Code's own)
+
+    def postprocess(self, value):
+        return value if isinstance(value, str) else super().postprocess(value)
+
+
 def plot(figure):
     """A gr.Plot update: the figure, or hidden when there is nothing to draw (an empty plot is a grey box)."""
     return gr.update(value=figure, visible=figure is not None)
@@ -192,7 +204,7 @@ class Page:
                                wrap_lines=True)
         # Long lines wrap (a kernel's docstring is ~118 characters; the column is half a screen) and the editor
         # grows with the file up to about a screen before it scrolls.
-        self.editor = gr.Code(gateway.original_source(self.default_kernel), language="python", lines=24,
+        self.editor = SourceEditor(gateway.original_source(self.default_kernel), language="python", lines=24,
                               max_lines=48, label="TileLang source (Python)", elem_id="pg-editor",
                               interactive=True, wrap_lines=True)
         with gr.Column(elem_id="pg-params"):  # (no accordion: the controls stay in view under the editor)
