@@ -641,7 +641,7 @@ def test_a_file_that_is_not_utf8_is_refused_with_its_line(tmp_path):
 
 
 def test_a_missing_required_argument_is_named(tmp_path):
-    code, result = cli_json("compile", str(write(tmp_path, QUICKSTART)), "--set", "M=256")
+    code, result = cli_json("compile", str(write(tmp_path, QUICKSTART_KERNEL_ONLY)), "--set", "M=256")
     assert code == 1 and result["error"]["stage"] == "parameters"
     assert "N, K" in result["error"]["message"] and "M" not in result["error"]["message"].split("for ")[1][:2]
 
