@@ -689,3 +689,10 @@ def test_the_source_editor_sends_the_text_as_it_is():
     editor = SourceEditor("x = 1\n", language="python")
     assert editor.postprocess("  x = 1\n\n") == "  x = 1\n\n" and editor.postprocess(None) is None
     assert editor.get_block_name() == "code"
+
+
+def test_a_switch_given_as_a_word_says_under_the_resources_which_value_it_took():
+    result = {"ok": True, "resources": {"registers": 40}, "compile_seconds": 1.0,
+              "config": {"tile": {"is_causal": False}, "set_by_user": ["is_causal"], "picked_by": "user",
+                         "why": "set by you", "notes": ["is_causal='no' taken as false"]}}
+    assert "is_causal=&#x27;no&#x27; taken as false" in views.resources_html(result)

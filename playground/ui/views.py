@@ -138,6 +138,7 @@ def resources_html(result: dict | None) -> str:
     if result.get("arch"):
         meta.append(f"target {esc(result['arch'])}")
     meta += [f"tile config: {esc(choice)}"] if (choice := tile_choice_text(result.get("config"))) else []
+    meta += [esc(note) for note in (result.get("config") or {}).get("notes") or []]  # "causal='no' taken as false"
     if result.get("compile_seconds") is not None:  # (the status line says the same time: compile_time_text)
         meta.append(f"from the cache (compiling it took {result['compile_seconds']:.2f} s)" if result.get("cached")
                     else f"compiled in {result['compile_seconds']:.2f} s")
