@@ -1017,3 +1017,18 @@ def test_exact_outputs_are_compared_as_integers_beyond_what_a_double_holds():
     from playground.engine.verify import compare
     ref = torch.tensor([2 ** 53], dtype=torch.int64)
     assert not compare(ref + 1, ref, "int64")["passed"]  # equal once both are float64
+
+
+def test_reading_a_files_values_is_bounded_and_never_an_error():
+    """The values are read from the text, never run: a file whose functions call each other ten times over is read
+    in bounded time, and one this reading cannot follow (or cannot even parse) gives no values, not an error."""
+    import time
+    from playground.engine.kernel import static
+    text = "import tilelang\n\n@tilelang.jit\ndef k(N, block=64):\n    pass\n"
+    for i in range(8):
+        text += f"def f{i}():\n" + f"    f{i + 1}()\n" * 10 + "    k(N=4096)\n"
+    start = time.monotonic()
+    found = static.file_values(text, {"k": ["N", "block"]}, "k").found
+    assert time.monotonic() - start < 5 and found["N"].value == 4096
+    assert static.file_values("def (:", {"k": ["N"]}, "k").found == {}
+    assert static.file_values("for i in range():\n    k(N=3)\n", {"k": ["N"]}, "k").found["N"].value == 3

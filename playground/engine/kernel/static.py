@@ -26,6 +26,7 @@ from typing import Any
 
 UNKNOWN = object()
 DEPTH = 6  # calls followed into the file's functions, at most this deep
+STEPS = 20_000  # statements read in all: a file whose calls fan out (each function calling the next ten times) ends
 DTYPE_WORDS = {"float16", "bfloat16", "float32", "float64", "half", "float", "int8", "uint8", "int16", "int32",
                "int64", "uint32", "bool", "float8_e4m3", "float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz",
                "float8_e4m3fnuz"}
@@ -263,6 +264,7 @@ class Reader:
         self.reached: set[str] = set()
         self.module = Scope()
         self.parsers: dict[str, Namespace] = {}
+        self.steps = 0
 
     def run_module(self) -> None:
         self.module.set("__name__", "__main__", 0)
@@ -292,6 +294,9 @@ class Reader:
         return False
 
     def statement(self, stmt: ast.stmt, scope: Scope, stack: list[str], where: str) -> bool:
+        self.steps += 1
+        if self.steps > STEPS:
+            return True
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
             return False
         if isinstance(stmt, ast.If):
@@ -307,7 +312,7 @@ class Reader:
             items = evaluate(stmt.iter, scope)
             self.calls_in(stmt.iter, scope, stack, where)
             first = items[0] if isinstance(items, (tuple, list)) and items else UNKNOWN
-            if isinstance(stmt.iter, ast.Call) and _call_name(stmt.iter) == "range":
+            if isinstance(stmt.iter, ast.Call) and _call_name(stmt.iter) == "range" and stmt.iter.args:
                 start = evaluate(stmt.iter.args[0], scope) if len(stmt.iter.args) > 1 else 0
                 first = start if isinstance(start, int) else UNKNOWN
             self.assign(stmt.target, first, scope, stmt.lineno)
@@ -520,11 +525,16 @@ def sizes_from_tensors(fn: ast.FunctionDef, bound: dict[str, Any]) -> dict[str, 
 
 def file_values(source: str, kernels: dict[str, list[str]], entry: str) -> FileValues:
     """The values the file gives the kernel `entry`'s parameters (`kernels`: every kernel of the file and its
-    argument names, in order), each with where it is given; and the kernel the file's own run calls first."""
+    argument names, in order), each with where it is given; and the kernel the file's own run calls first. A file
+    this reading cannot follow gives no values (never an error: they are a convenience)."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        return _file_values(source, kernels, entry)
+    except (SyntaxError, RecursionError, MemoryError, ValueError, TypeError, AttributeError, IndexError, KeyError):
         return FileValues()
+
+
+def _file_values(source: str, kernels: dict[str, list[str]], entry: str) -> FileValues:
+    tree = ast.parse(source)
     reader = Reader(tree, kernels)
     reader.run_module()
     script = list(reader.calls)
@@ -569,6 +579,13 @@ def _in_main_block(tree: ast.Module, line: int) -> bool:
 def uses(fn: ast.FunctionDef | None, names: list[str]) -> dict[str, str]:
     """{parameter: "problem" | "tile" | "switch"} for each of `names` the function's body uses in one of those
     ways (module docstring); a name used in a tensor's shape is a problem size whatever else it is used for."""
+    try:
+        return _uses(fn, names)
+    except (RecursionError, ValueError, TypeError, AttributeError, IndexError):
+        return {}
+
+
+def _uses(fn: ast.FunctionDef | None, names: list[str]) -> dict[str, str]:
     if fn is None:
         return {}
     wanted = set(names)
