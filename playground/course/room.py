@@ -182,7 +182,7 @@ class Classroom:
         out = []
         for ex in self.exercises_by_name().values():
             item = ex.public()
-            extension = self._extension(ex, student)
+            extension = self.extension_of(ex, student)
             if extension is not None:
                 due, late_until = ex.due(extension)
                 item.update(deadline=iso(due), late_until=iso(late_until) if ex.late_hours > 0 else None,
@@ -191,7 +191,8 @@ class Classroom:
             out.append(item)
         return out
 
-    def _extension(self, ex: Exercise, student: str | None) -> float | None:
+    def extension_of(self, ex: Exercise, student: str | None) -> float | None:
+        """`student`'s own deadline of `ex`, where the teacher moved it."""
         if not student or ex.deadline is None:
             return None
         try:
@@ -227,7 +228,7 @@ class Classroom:
         if bad:
             return error("parameters", bad)
         self.seen(student)
-        extension = self._extension(ex, student)
+        extension = self.extension_of(ex, student)
         standing = ex.standing(self.clock(), extension)
         if standing == "closed":
             return self._closed(student, ex, source, tile, extension)

@@ -454,7 +454,8 @@ def progress_html(answer: dict) -> str:
     """Per exercise: the time to the first correct submission, and who is stuck (their last error)."""
     students = answer.get("students") or []
     if not students:
-        return views_placeholder("Nobody has compiled, run or submitted anything on this exercise yet.")
+        from .views import placeholder
+        return placeholder("Nobody has compiled, run or submitted anything on this exercise yet.")
     median = answer.get("median_minutes_to_correct")
     head = (f"<p>{len(students)} student{'s' if len(students) != 1 else ''} worked on {_esc(answer['exercise'])}; "
             + (f"the median time to a first correct submission is {median:.0f} min." if median is not None else
@@ -475,10 +476,6 @@ def progress_html(answer: dict) -> str:
             "<th>compiles, runs, submissions</th><th>errors</th><th>to the first correct</th>"
             "<th>best share of the speed of light</th><th></th><th>last error</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table></div>")
-
-
-def views_placeholder(text: str) -> str:
-    return f'<div class="pg-placeholder">{_esc(text)}</div>'
 
 
 def trajectory_figure(answer: dict):
@@ -771,7 +768,7 @@ def wire(page, demo) -> None:
 
     def on_exercise(name, request: gr.Request):
         ex = classroom().exercises_by_name().get(name or "")
-        return statement_md(ex, classroom()._extension(ex, user_of(request)) if ex else None)
+        return statement_md(ex, classroom().extension_of(ex, user_of(request)) if ex else None)
     page.exercise.change(on_exercise, page.exercise, page.statement, **light)
 
     def on_starter(data: dict, request: gr.Request, progress=gr.Progress()):
