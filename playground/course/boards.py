@@ -9,6 +9,7 @@ from .access import TEACHER, user_name
 from .exercises import Exercise, label
 
 ALIAS_LIMIT = 24
+WHO = ("all", "students", "agents")  # what a board may be filtered to
 
 
 def check_alias(alias, student: str, others: set[str]) -> tuple[str | None, str | None]:
@@ -30,18 +31,26 @@ def check_alias(alias, student: str, others: set[str]) -> tuple[str | None, str 
     return text, None
 
 
-def board(ex: Exercise, rows: list[dict], teacher: bool = False) -> dict:
+def board(ex: Exercise, rows: list[dict], teacher: bool = False, who: str = "all") -> dict:
     """The board's answer: rows as the store ranked them, each `student` the name shown (the chosen one where there
-    is one; the teacher sees both), `target met` against the exercise's time target."""
+    is one; the teacher sees both), `kind` "student" for a student's own entry and "agent" for their agents' (with
+    `agent`, the name of the token its best came with), `target met` against the exercise's time target. `who`
+    keeps "students" or "agents" only, ranked among themselves."""
     out = []
-    for r in rows:
+    if who != "all":
+        rows = [r for r in rows if bool(r.get("agent")) == (who == "agents")]
+    for rank, r in enumerate(rows, 1):
         shown = r["alias"] or r["student"]
         if teacher and r["alias"]:
             shown = f"{r['alias']} ({r['student']})"
         row = {k: v for k, v in r.items() if k not in ("alias", "student")}
+        row["rank"] = rank
         row["student"] = shown
+        row["kind"] = "agent" if r.get("agent") else "student"
+        row["agent"] = r.get("agent")
         row["met_target"] = ex.target_ms is not None and r["median_ms"] <= ex.target_ms
         if teacher:
             row["rerun"] = f"?rerun={r['submission']}"
         out.append(row)
-    return {"ok": True, "exercise": ex.name, "timed_at": label(ex.timed), "target_ms": ex.target_ms, "rows": out}
+    return {"ok": True, "exercise": ex.name, "timed_at": label(ex.timed), "target_ms": ex.target_ms, "who": who,
+            "rows": out}

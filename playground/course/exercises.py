@@ -8,6 +8,8 @@ exercise.toml holds, besides the problems (README: Teaching a class):
     late_hours = 48                        # after the deadline, submissions are taken this long more ...
     late_penalty = 0.25                    # ... and their score loses this share of the points
     points = 10                            # what an accepted submission scores (the grades file)
+    agents = false                         # agents' submissions (MCP clients with a student's token) refused, and
+                                           # off the board; true (the default): taken, and marked as an agent's
 """
 from __future__ import annotations
 
@@ -82,6 +84,7 @@ class Exercise:
     late_hours: float = 0.0         # submissions still taken this long after the deadline ...
     late_penalty: float = 0.0       # ... their score less this share
     points: float = POINTS
+    agents: bool = True             # agents' submissions taken (the teacher's switch may say otherwise)
 
     @property
     def problems(self) -> list[dict]:
@@ -126,7 +129,7 @@ class Exercise:
                 "factory": self.factory, "dtype": self.dtype, "visible": [dict(p) for p in self.visible],
                 "timed": dict(self.timed), "target_ms": self.target_ms, "hidden_count": len(self.hidden),
                 "deadline": iso(deadline), "late_until": iso(late_until) if self.late_hours > 0 else None,
-                "late_penalty": self.late_penalty, "points": self.points}
+                "late_penalty": self.late_penalty, "points": self.points, "agents": self.agents}
 
 
 def _number(config: dict, key: str, default: float, folder: str, low: float = 0.0, high: float | None = None) -> float:
@@ -165,11 +168,14 @@ def load_exercise(folder: Path) -> Exercise:
     late_penalty = _number(config, "late_penalty", 0.0, folder.name, 0.0, 1.0)
     if deadline is None and ("late_hours" in config or "late_penalty" in config):
         raise ExerciseError(f"{folder.name}/exercise.toml: a late window needs a deadline")
+    agents = config.get("agents", True)
+    if not isinstance(agents, bool):
+        raise ExerciseError(f"{folder.name}/exercise.toml: agents must be true or false, not {agents!r}")
     title = config.get("title") or statement.lstrip("# ").splitlines()[0]
     return Exercise(folder.name, str(title), statement, starter, reference, str(config["factory"]),
                     str(config.get("dtype", "float16")), tuple(config["visible"]), tuple(config["hidden"]),
                     dict(config["timed"]), float(config["target_ms"]) if "target_ms" in config else None,
-                    deadline, late_hours, late_penalty, _number(config, "points", POINTS, folder.name))
+                    deadline, late_hours, late_penalty, _number(config, "points", POINTS, folder.name), agents)
 
 
 def load_exercises(folder: Path = EXERCISES_DIR) -> dict[str, Exercise]:

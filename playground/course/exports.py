@@ -12,7 +12,7 @@ import zipfile
 from .access import spreadsheet_safe
 from .exercises import Exercise
 
-SUBMISSION_FIELDS = ["id", "exercise", "student", "status", "median_ms", "baseline_ms", "speedup", "gpu",
+SUBMISSION_FIELDS = ["id", "exercise", "student", "agent", "status", "median_ms", "baseline_ms", "speedup", "gpu",
                      "sol_percent", "late", "flag", "message", "submitted_at"]
 
 
@@ -32,14 +32,17 @@ def _csv(fields: list[str], rows: list[dict]) -> str:
 def submissions_csv(submissions: list[dict]) -> str:
     """One line per submission (no code), newest first."""
     return _csv(SUBMISSION_FIELDS, [{**s, "late": "yes" if s.get("late") else "", "flag": s.get("flag") or "",
+                                     "agent": s.get("agent") or "",
                                      "submitted_at": utc(s["created_at"])} for s in submissions])
 
 
 def file_name(submission: dict) -> str:
-    """A submission's file in the code export: its number, exercise and student, in letters, digits, - and _."""
+    """A submission's file in the code export: its number, exercise and student (and "-agent" for an agent's), in
+    letters, digits, - and _."""
     student = re.sub(r"[^A-Za-z0-9_-]+", "_", submission["student"]).strip("_")[:40] or "student"
     exercise = re.sub(r"[^A-Za-z0-9_-]+", "_", submission["exercise"])[:40]
-    return f"code/{submission['id']:06d}-{exercise}-{student}.py"
+    agent = "-agent" if submission.get("agent") else ""  # (the token's name is in index.csv)
+    return f"code/{submission['id']:06d}-{exercise}-{student}{agent}.py"
 
 
 def code_zip(submissions: list[dict]) -> bytes:
@@ -47,6 +50,7 @@ def code_zip(submissions: list[dict]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
         rows = [{**s, "late": "yes" if s.get("late") else "", "flag": s.get("flag") or "",
+                 "agent": s.get("agent") or "",
                  "submitted_at": utc(s["created_at"]), "file": file_name(s)} for s in submissions]
         z.writestr("index.csv", _csv(SUBMISSION_FIELDS + ["file"], rows))
         for s in submissions:
@@ -57,8 +61,8 @@ def code_zip(submissions: list[dict]) -> bytes:
 def score(ex: Exercise, submissions: list[dict]) -> float:
     """A student's score on `ex` from their submissions to it: the exercise's points for an accepted one, less the
     late penalty where every accepted one came in the late window; 0 without one. Flagged submissions count for
-    nothing."""
-    counted = [s for s in submissions if s["status"] == "accepted" and not s.get("flag")]
+    nothing, and so do an agent's: a grade is for the student's own work."""
+    counted = [s for s in submissions if s["status"] == "accepted" and not s.get("flag") and not s.get("agent")]
     if not counted:
         return 0.0
     if any(not s.get("late") for s in counted):

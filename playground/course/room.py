@@ -31,7 +31,7 @@ from ..engine.errors import quoted
 from ..engine.source import SOURCE_LIMIT
 from ..settings import Settings, current
 from ..store import ShareError, Store, StoreError, utf8_size
-from . import boards, exports, roster as rosters, similarity, submitting, trajectories
+from . import agents as tokens, boards, exports, roster as rosters, similarity, submitting, trajectories
 from .access import (CLASS_LOGIN, LOGIN_SEEN, NAME_LIMIT, TEACHER, TEACHER_LOGIN, Recent, TeacherGate, error,
                      plain_text, user_name)
 from .exercises import EXERCISES_DIR, Exercise, ExerciseError, iso, load_exercises, parse_time, time_text
@@ -202,10 +202,12 @@ class Classroom:
             return None
 
     def submit(self, student: str | None, exercise: str, source: str, params: dict | None,
-               on_progress=None) -> dict:
+               on_progress=None, agent: dict | None = None) -> dict:
         """Verify (visible and hidden problems, fresh inputs), time, verify again; record; answer. A submission
         after the exercise's deadline and late window (the student's own, where the teacher moved it) is refused
-        before anything runs, and kept for the teacher."""
+        before anything runs, and kept for the teacher. `agent`: the token an agent submits with (agent_of's
+        answer): the submission is the student's, marked as their agent's, and refused where the exercise takes no
+        agents; it waits for the student's own (one submission of a student's at a time)."""
         if not student:
             return error("permission", "submitting needs to know who you are, and this server has no login: the "
                                        "teacher sets a class password or imports a roster (README, Teaching a class)")
@@ -227,11 +229,14 @@ class Classroom:
         tile, bad = submitting.tile_params(ex, params)
         if bad:
             return error("parameters", bad)
+        if agent and not self.agents_allowed(ex):
+            return error("permission", f"{ex.title} takes no agents' submissions: the teacher has forbidden them "
+                                       "(submit it yourself, on the page)")
         self.seen(student)
         extension = self.extension_of(ex, student)
         standing = ex.standing(self.clock(), extension)
         if standing == "closed":
-            return self._closed(student, ex, source, tile, extension)
+            return self._closed(student, ex, source, tile, extension, agent)
         if not self.has_gpu():
             return error("device", submitting.NO_GPU)
         with self._submitting_lock:
@@ -240,23 +245,25 @@ class Classroom:
             self._submitting.add(student)
         try:
             answer = self._grade(student, ex, source, tile, on_progress)
-            answer = self._record(student, ex, source, tile, answer, late=standing == "late")
+            answer = self._record(student, ex, source, tile, answer, late=standing == "late", agent=agent)
             if answer.get("ok"):
                 board = self.store.leaderboard(ex.name)
-                answer["rank"] = next((r["rank"] for r in board if r["student"] == student), None)
+                answer["rank"] = next((r["rank"] for r in board if r["student"] == student
+                                       and bool(r["agent"]) == bool(agent)), None)
             return answer
         finally:
             with self._submitting_lock:
                 self._submitting.discard(student)
 
-    def _closed(self, student: str, ex: Exercise, source: str, tile: dict, extension: float | None) -> dict:
+    def _closed(self, student: str, ex: Exercise, source: str, tile: dict, extension: float | None,
+                agent: dict | None = None) -> dict:
         deadline, late_until = ex.due(extension)
         until = late_until if ex.late_hours > 0 else deadline
         answer = error("deadline", f"{ex.title} closed at {time_text(until)}"
                                    + (" (the deadline the teacher moved for you)" if extension is not None else "")
                                    + ": submissions are no longer taken. Ask your teacher if you need more time.")
         if self._late.take(student, self.LATE) is None:  # (a script submitting in a loop fills no disk)
-            return self._record(student, ex, source, tile, answer)
+            return self._record(student, ex, source, tile, answer, agent=agent)
         return answer
 
     def _grade(self, student: str, ex: Exercise, source: str, tile: dict, on_progress) -> dict:
@@ -316,7 +323,8 @@ class Classroom:
         answer["times"] = graded.get("times")
         return answer
 
-    def _record(self, student: str, ex: Exercise, source: str, tile: dict, answer: dict, late: bool = False) -> dict:
+    def _record(self, student: str, ex: Exercise, source: str, tile: dict, answer: dict, late: bool = False,
+                agent: dict | None = None) -> dict:
         """Keep the submission (accepted or refused) for the board and the teacher; a `busy` answer graded
         nothing and is not kept."""
         if answer.pop("unrecorded", False):
@@ -338,19 +346,29 @@ class Classroom:
                 message=answer.get("message") or (answer.get("error") or {}).get("message", ""), detail=detail,
                 gpu=answer.get("gpu") if accepted else None,
                 sol_percent=answer.get("sol_percent") if accepted else None,
-                record=answer.get("record") if accepted else None, late=accepted and late)
+                record=answer.get("record") if accepted else None, late=accepted and late, agent=agent)
+            if agent:
+                answer["agent"] = agent["name"]
         except StoreError as exc:
             log.exception("recording a submission failed")
             return error("internal", f"the submission was graded but could not be recorded: {exc}")
         return answer
 
-    def leaderboard(self, exercise: str, viewer: str | None = None, teacher_password: str | None = None) -> dict:
+    def leaderboard(self, exercise: str, viewer: str | None = None, teacher_password: str | None = None,
+                    who: str = "all") -> dict:
         """The exercise's board; the teacher (`viewer`, or the password) sees who chose which name, and a link that
-        re-runs each entry."""
+        re-runs each entry. A student's own work and their agents' are entries apart, told apart (`kind`); `who`:
+        "all", "students" or "agents". Where the exercise takes no agents, their entries are off the board (kept)."""
         ex = self.exercises_by_name().get(str(exercise or ""))
         if ex is None:
             return error("parameters", f"no exercise named {quoted(exercise)}")
-        return boards.board(ex, self.store.leaderboard(ex.name), teacher=self.is_teacher(viewer, teacher_password))
+        if who not in boards.WHO:
+            return error("parameters", f"who is one of {', '.join(boards.WHO)}, not {quoted(str(who), 20)}")
+        allowed = self.agents_allowed(ex)
+        answer = boards.board(ex, self.store.leaderboard(ex.name, agents=allowed),
+                              teacher=self.is_teacher(viewer, teacher_password), who=who)
+        answer["agents_allowed"] = allowed
+        return answer
 
     # -- what students do -------------------------------------------------------------------------------------------
     ALIASES, ALIAS_WINDOW = 10, 600.0  # names a student may choose for the boards in the window
@@ -418,6 +436,120 @@ class Classroom:
         except StoreError:
             log.exception("the announcement could not be read")
             return None
+
+    # -- agents: tokens for MCP clients, and the exercises that take agents ----------------------------------------------
+    TOKENS = tokens.TOKENS  # live tokens one user may hold
+
+    def agents_need_token(self) -> bool:
+        """Must an MCP client present a token? Wherever the page asks for a login (a class password, a roster, a
+        teacher password, a proxy's user header); a personal server without one needs none."""
+        return self.login_needed() or bool(self.settings.user_header)
+
+    def may_act(self, username: str | None) -> bool:
+        """May `username` act on this server now, as a token made by them acts for them? The teacher while a teacher
+        password is set; with a roster, only a student on it now (not one removed, nor a name off a roster imported
+        since); without one, any name while the class password (or a proxy's header) is in force."""
+        name = user_name(username)
+        if not name or len(name) > NAME_LIMIT:
+            return False
+        if name.lower() == TEACHER and not self.settings.user_header:
+            return bool(self.settings.teacher_password)
+        if self.settings.user_header:  # (the proxy vouches for the name; a student the teacher removed is out)
+            return name not in self.store.removed_students()
+        if self.has_roster():
+            return self.store.password_hash_of(name) is not None
+        return bool(self.class_password) or not self.login_needed()
+
+    def make_token(self, username: str | None, name) -> dict:
+        """A new token for `username`'s agent, named `name`: {"ok", "token", "id", "name", "hint", "message"}. The
+        token is in this answer only (the store keeps its digest): shown once."""
+        who = user_name(username)
+        if not self.agents_need_token():
+            return error("parameters", "this server has no login, so an MCP client needs no token: connect it to "
+                                       "/gradio_api/mcp/ as it is")
+        if not who:
+            return error("permission", "log in first: a token acts as the user who made it")
+        if not self.may_act(who):
+            return error("permission", f"{who} may not log in here now, so cannot make a token")
+        text, why = tokens.check_name(name)
+        if why:
+            return error("parameters", why)
+        token, selector, digest = tokens.new_token()
+        try:
+            token_id = self.store.add_agent_token(who, text, selector, digest, self.TOKENS)
+        except (StoreError, ValueError) as exc:
+            return error("internal", f"the token was not made: {exc}")
+        if token_id is None:
+            return error("busy", f"{self.TOKENS} live tokens is the most one user may hold: revoke one first")
+        log.info("%s made agent token #%d (%r)", who, token_id, text)
+        return {"ok": True, "token": token, "id": token_id, "name": text, "hint": f"{tokens.PREFIX}{selector[:6]}…",
+                "message": f"Token #{token_id} ({text}) acts as {who}. Copy it now: it is not shown again."}
+
+    def tokens_of(self, username: str | None) -> dict:
+        """`username`'s live tokens: {"ok", "tokens": [{"id", "name", "hint", "created_at", "last_used"}]}."""
+        who = user_name(username)
+        if not who:
+            return error("permission", "log in first: tokens are each user's own")
+        return {"ok": True, "tokens": [tokens.listed(r) for r in self.store.agent_tokens(who)]}
+
+    def revoke_token(self, username: str | None, token_id) -> dict:
+        """Revoke one of `username`'s tokens: the next call that presents it is refused."""
+        who = user_name(username)
+        if not who:
+            return error("permission", "log in first: tokens are each user's own")
+        number = _submission_id(token_id)
+        if number is None or not self.store.revoke_agent_token(number, who):
+            return error("parameters", f"you have no live token number {quoted(str(token_id), 20)}")
+        log.info("%s revoked agent token #%d", who, number)
+        return {"ok": True, "id": number, "message": f"Token #{number} is revoked: it no longer works."}
+
+    def agent_of(self, token) -> dict | None:
+        """Who a token acts as, {"id", "name", "student"}, or None: refused for a token that is malformed, unknown,
+        revoked, or whose student may no longer act here (may_act). The check runs in constant time over the
+        verifier; the token is never logged."""
+        parsed = tokens.parse(token)
+        if parsed is None:
+            return None
+        selector, verifier = parsed
+        try:
+            row = self.store.agent_token(selector)
+        except StoreError:
+            log.exception("an agent token could not be read")
+            return None
+        if not tokens.matches(verifier, row["digest"] if row else None) or not self.may_act(row["student"]):
+            return None
+        now = self.clock()
+        if now - (row.get("last_used") or 0) >= 60:  # (written at most once a minute)
+            try:
+                self.store.agent_token_used(row["id"], now)
+            except StoreError:
+                log.exception("could not note that agent token #%d was used", row["id"])
+        return {"id": row["id"], "name": row["name"], "student": row["student"]}
+
+    def agents_allowed(self, ex: Exercise) -> bool:
+        """Does `ex` take agents' submissions (and show them on its board)? The teacher's switch where set, else
+        its exercise.toml's `agents` (true unless it says false)."""
+        try:
+            switched = self.store.exercise_agents().get(ex.name)
+        except StoreError:
+            log.exception("the agents' switch could not be read")
+            switched = None
+        return ex.agents if switched is None else switched
+
+    def set_agents(self, username, teacher_password, exercise: str, allowed, address: str | None = None) -> dict:
+        """Teacher: allow (True) or forbid (False) agents on `exercise`; None: back to its exercise.toml's."""
+        if (refused := self._teacher_only(username, teacher_password, address)) is not None:
+            return refused
+        ex, bad = self._exercise(exercise)
+        if bad:
+            return bad
+        if allowed is not None and not isinstance(allowed, bool):
+            return error("parameters", "allowed is true, false or null (the exercise's own setting)")
+        self.store.set_exercise_agents(ex.name, allowed)
+        now = self.agents_allowed(ex)
+        return {"ok": True, "exercise": ex.name, "agents_allowed": now,
+                "message": f"{ex.name}: agents are {'allowed' if now else 'forbidden'}"
+                           + (" (as its exercise.toml says)" if allowed is None else "")}
 
     # -- who is who ---------------------------------------------------------------------------------------------------
     def login(self, username: str, password: str) -> bool:
@@ -820,6 +952,7 @@ class Classroom:
         ex, bad = self._exercise(exercise)
         if bad:
             return bad
-        found = trajectories.trajectories(self.store.activity(ex.name), self.store.submissions(ex.name),
+        own = [s for s in self.store.submissions(ex.name) if not s.get("agent")]  # (how students got there)
+        found = trajectories.trajectories(self.store.activity(ex.name), own,
                                           self.store.aliases())
         return {"ok": True, "exercise": ex.name, **found}

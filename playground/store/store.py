@@ -289,16 +289,20 @@ class Store:
     def add_submission(self, exercise: str, student: str, source: str, params: dict, *, accepted: bool,
                        median_ms: float | None = None, baseline_ms: float | None = None, message: str = "",
                        detail: dict | None = None, gpu: str | None = None, sol_percent: float | None = None,
-                       record: dict | None = None, late: bool = False, when: float | None = None) -> int:
-        """Keep a submission; `when` (seconds since the epoch) is now unless given."""
+                       record: dict | None = None, late: bool = False, when: float | None = None,
+                       agent: dict | None = None) -> int:
+        """Keep a submission; `when` (seconds since the epoch) is now unless given; `agent`: the token an agent
+        submitted it with ({"id", "name"}: agent_of's answer), None for a person's."""
+        token, name = (None, None) if not agent else (int(agent["id"]), str(agent["name"]))
         with self.db.transaction() as conn:
             cur = conn.execute(
                 "INSERT INTO submissions (exercise, student, source, params, status, median_ms, baseline_ms, "
-                "message, detail, gpu, sol_percent, record, late, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "message, detail, gpu, sol_percent, record, late, created_at, agent_token, agent) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (exercise, student, source, _canonical(params or {}), "accepted" if accepted else "refused",
                  median_ms, baseline_ms, message, _canonical(detail or {}), gpu, sol_percent,
-                 _canonical(record or {}), int(bool(late)), time.time() if when is None else float(when)))
+                 _canonical(record or {}), int(bool(late)), time.time() if when is None else float(when), token,
+                 name))
             return int(cur.lastrowid)
 
     @staticmethod
@@ -306,6 +310,7 @@ class Store:
         out = {k: row[k] for k in ("id", "exercise", "student", "status", "median_ms", "baseline_ms", "message",
                                    "created_at", "gpu", "sol_percent")}
         out["late"] = bool(row["late"])
+        out["agent"] = row["agent"]  # the token's name where an agent submitted it, else None
         out["flag"] = row["flag"]  # the teacher's reason, where the submission is flagged
         out["params"] = json.loads(row["params"])
         out["speedup"] = (row["baseline_ms"] / row["median_ms"]) if row["median_ms"] and row["baseline_ms"] else None
@@ -410,34 +415,94 @@ class Store:
             return conn.execute("DELETE FROM board_resets WHERE rowid = (SELECT max(rowid) FROM board_resets "
                                 "WHERE exercise = ?)", (exercise,)).rowcount == 1
 
-    def leaderboard(self, exercise: str) -> list[dict]:
+    def leaderboard(self, exercise: str, agents: bool = True) -> list[dict]:
         """Per student, the best accepted submission since the last reset, best first: the highest share of the
-        speed of light where the grader measured it (a share is fair between GPUs), then the fastest. Flagged
-        submissions and removed students are left off; `student` is the student's own name, `alias` the name
-        they chose to show."""
+        speed of light where the grader measured it (a share is fair between GPUs), then the fastest. A student's
+        own work and their agents' are two entries (`agent`: the name of the token the agent's best came with, None
+        for the student's own); `agents` False leaves agents' off. Flagged submissions and removed students are left
+        off; `student` is the student's own name, `alias` the name they chose to show."""
         rows = self.db.query(
             """WITH since AS (SELECT coalesce(max(after_id), 0) AS after_id FROM board_resets WHERE exercise = ?),
-                    ranked AS (SELECT s.*, row_number() OVER (PARTITION BY student ORDER BY sol_percent IS NULL,
-                                                              sol_percent DESC, median_ms, id) AS nth
+                    ranked AS (SELECT s.*, s.agent_token IS NOT NULL AS by_agent,
+                                      row_number() OVER (PARTITION BY student, s.agent_token IS NOT NULL
+                                                         ORDER BY sol_percent IS NULL, sol_percent DESC, median_ms,
+                                                                  id) AS nth
                                FROM submissions s, since
                                WHERE s.exercise = ? AND s.status = 'accepted' AND s.id > since.after_id
+                                     AND (? OR s.agent_token IS NULL)
                                      AND s.id NOT IN (SELECT submission FROM flags)
                                      AND s.student NOT IN (SELECT name FROM students WHERE removed_at IS NOT NULL)),
-                    tries AS (SELECT student, count(*) AS n FROM submissions s, since
-                              WHERE s.exercise = ? AND s.id > since.after_id GROUP BY student)
-               SELECT ranked.*, tries.n AS attempts, a.alias FROM ranked JOIN tries USING (student)
+                    tries AS (SELECT student, agent_token IS NOT NULL AS by_agent, count(*) AS n
+                              FROM submissions s, since
+                              WHERE s.exercise = ? AND s.id > since.after_id GROUP BY student, by_agent)
+               SELECT ranked.*, tries.n AS attempts, a.alias FROM ranked JOIN tries USING (student, by_agent)
                     LEFT JOIN aliases a ON a.student = ranked.student
                WHERE nth = 1 ORDER BY sol_percent IS NULL, sol_percent DESC, median_ms, id""",
-            (exercise, exercise, exercise))
+            (exercise, exercise, int(bool(agents)), exercise))
         board = []
         for rank, r in enumerate(rows, 1):
-            board.append({"rank": rank, "student": r["student"], "alias": r["alias"], "median_ms": r["median_ms"],
-                          "baseline_ms": r["baseline_ms"],
+            board.append({"rank": rank, "student": r["student"], "alias": r["alias"], "agent": r["agent"],
+                          "median_ms": r["median_ms"], "baseline_ms": r["baseline_ms"],
                           "speedup": r["baseline_ms"] / r["median_ms"] if r["baseline_ms"] else None,
                           "gpu": r["gpu"], "sol_percent": r["sol_percent"], "late": bool(r["late"]),
                           "record": json.loads(r["record"]), "submission": r["id"], "attempts": r["attempts"],
                           "submitted_at": r["created_at"]})
         return board
 
+    # -- agents: the tokens MCP clients present, and which exercises take agents -------------------------------------
+    def add_agent_token(self, student: str, name: str, selector: str, digest: str, limit: int) -> int | None:
+        """Keep a new token of `student` (its selector and its verifier's SHA-256, never the token); None when the
+        student holds `limit` live tokens already (counted and added in one transaction: two at once cannot both
+        slip under it)."""
+        with self.db.transaction() as conn:
+            live = conn.execute("SELECT count(*) FROM agent_tokens WHERE student = ? AND revoked_at IS NULL",
+                                (clean_name(student),)).fetchone()[0]
+            if live >= limit:
+                return None
+            return int(conn.execute(
+                "INSERT INTO agent_tokens (student, name, selector, digest, created_at) VALUES (?, ?, ?, ?, ?)",
+                (clean_name(student), name, selector, digest, time.time())).lastrowid)
+
+    def agent_token(self, selector: str) -> dict | None:
+        """The live token row of `selector` with its digest (for the check), or None."""
+        row = self.db.one("SELECT * FROM agent_tokens WHERE selector = ? AND revoked_at IS NULL", (str(selector),))
+        return None if row is None else dict(row)
+
+    def agent_tokens(self, student: str | None = None, revoked: bool = False) -> list[dict]:
+        """Tokens (newest first), one student's or everyone's, without their digests: {"id", "student", "name",
+        "selector", "created_at", "last_used", "revoked_at"}."""
+        sql, args = ("SELECT id, student, name, selector, created_at, last_used, revoked_at FROM agent_tokens "
+                     "WHERE 1"), []
+        if student is not None:
+            sql, args = sql + " AND student = ?", args + [student]
+        if not revoked:
+            sql += " AND revoked_at IS NULL"
+        return [dict(r) for r in self.db.query(sql + " ORDER BY id DESC", tuple(args))]
+
+    def revoke_agent_token(self, token_id: int, student: str | None = None) -> bool:
+        """Revoke a live token (`student`'s only, where given); False if there is none such."""
+        sql, args = "UPDATE agent_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [time.time(),
+                                                                                                   int(token_id)]
+        if student is not None:
+            sql, args = sql + " AND student = ?", args + [student]
+        with self.db.transaction() as conn:
+            return conn.execute(sql, tuple(args)).rowcount == 1
+
+    def agent_token_used(self, token_id: int, when: float | None = None) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE agent_tokens SET last_used = max(coalesce(last_used, 0), ?) WHERE id = ?",
+                         (time.time() if when is None else float(when), int(token_id)))
+
+    def set_exercise_agents(self, exercise: str, allowed: bool | None) -> None:
+        """The teacher's switch of agents on `exercise` (None: back to its exercise.toml's)."""
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM exercise_agents WHERE exercise = ?", (exercise,))
+            if allowed is not None:
+                conn.execute("INSERT INTO exercise_agents (exercise, allowed, created_at) VALUES (?, ?, ?)",
+                             (exercise, int(bool(allowed)), time.time()))
+
+    def exercise_agents(self) -> dict[str, bool]:
+        """{exercise: allowed} where the teacher set the switch."""
+        return {r["exercise"]: bool(r["allowed"]) for r in self.db.query("SELECT * FROM exercise_agents")}
 
 __all__ = ["Store", "StoreError", "ShareError", "hash_password", "verify_password", "share_digest", "utf8_size"]
