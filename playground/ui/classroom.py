@@ -7,11 +7,13 @@ class's rules, which live in playground/course/ (no Gradio there).
     /exercises () → [{"name", "title", "statement", "starter", "visible", "timed", "target_ms", "deadline", ...}]
     /submit (exercise, source, params) → {"ok", "median_ms", "speedup", "gpu", "sol_percent", "rank", ...} or
                                          {"ok": false, "error"}
-    /leaderboard (exercise) → {"ok", "rows": [{"rank", "student", "median_ms", "gpu", "sol_percent", "record", ...}]}
+    /leaderboard (exercise[, who]) → {"ok", "rows": [{"rank", "student", "kind", "agent", "median_ms", "gpu",
+                                                     "sol_percent", "record", ...}]}   who: all, students, agents
+    /agent_token (name) → {"ok", "token", ...} (shown once)   /agent_tokens () → yours   /agent_token_revoke (id)
     /announcement () → {"ok", "announcement"}        /board_name (name) → the name shown for you on the boards
     /teacher_* (..., teacher_password): submissions, code, CSV, code export, grades, boards (reset, undo), the roster
                                         (import, list, remove, new password), flags, announcements, extensions,
-                                        similarity, progress, re-runs
+                                        similarity, progress, re-runs, agents per exercise
 """
 from __future__ import annotations
 
@@ -131,10 +133,28 @@ def submit(exercise: str, source: str, params: dict | None = None, request: gr.R
     return classroom().submit(user_of(request), exercise, source, params)
 
 
-def leaderboard(exercise: str, request: gr.Request = None) -> dict:
+def leaderboard(exercise: str, who: str = "all", request: gr.Request = None) -> dict:
     """The exercise's board: per student, the best accepted submission (its share of the speed of light on the GPU
-    it ran on, its time, speedup, target met, the GPU and its measurement record)."""
-    return classroom().leaderboard(exercise, user_of(request))
+    it ran on, its time, speedup, target met, the GPU and its measurement record), and apart from it their agents'
+    best (kind "agent", with the token's name); who: "all", "students" or "agents"."""
+    return classroom().leaderboard(exercise, user_of(request), who=who)
+
+
+def agent_token(name: str, request: gr.Request = None) -> dict:
+    """A token for an agent (an MCP client) acting as you, named `name`: {"ok", "token", "id", "name", "hint"}. The
+    token is in this answer only: keep it (it is stored hashed, never shown again)."""
+    return classroom().make_token(user_of(request), name)
+
+
+def agent_tokens(request: gr.Request = None) -> dict:
+    """Your agents' live tokens: {"ok", "tokens": [{"id", "name", "hint", "created_at", "last_used"}]} (never the
+    tokens themselves)."""
+    return classroom().tokens_of(user_of(request))
+
+
+def agent_token_revoke(token_id: int, request: gr.Request = None) -> dict:
+    """Revoke one of your tokens (its id): the next call that presents it is refused."""
+    return classroom().revoke_token(user_of(request), token_id)
 
 
 def announcement(request: gr.Request = None) -> dict:
@@ -255,11 +275,18 @@ def teacher_rerun(submission: int, teacher_password: str = "", request: gr.Reque
     return _teacher("rerun")(submission, teacher_password, request=request)
 
 
-ENDPOINTS = (share, open_share, exercises, submit, leaderboard, announcement, board_name, teacher_submissions,
-             teacher_open, teacher_export, teacher_export_code, teacher_grades, teacher_reset, teacher_undo_reset,
-             teacher_roster, teacher_roster_preview, teacher_students, teacher_remove, teacher_new_password,
-             teacher_flag, teacher_unflag, teacher_announce, teacher_extend, teacher_similarity, teacher_progress,
-             teacher_rerun)
+def teacher_agents(exercise: str, allowed: bool | None = None, teacher_password: str = "",
+                   request: gr.Request = None) -> dict:
+    """Teacher: allow (true) or forbid (false) agents' submissions on an exercise, and their entries on its board;
+    null: as its exercise.toml says."""
+    return _teacher("set_agents")(exercise, allowed, teacher_password, request=request)
+
+
+ENDPOINTS = (share, open_share, exercises, submit, leaderboard, announcement, board_name, agent_token, agent_tokens,
+             agent_token_revoke, teacher_submissions, teacher_open, teacher_export, teacher_export_code,
+             teacher_grades, teacher_reset, teacher_undo_reset, teacher_roster, teacher_roster_preview,
+             teacher_students, teacher_remove, teacher_new_password, teacher_flag, teacher_unflag, teacher_announce,
+             teacher_extend, teacher_similarity, teacher_progress, teacher_rerun, teacher_agents)
 ENGINE_ENDPOINTS = (submit, teacher_rerun)  # they run jobs
 
 
@@ -388,8 +415,8 @@ def record_text(record: dict | None) -> str:
     return " · ".join(parts)
 
 
-BOARD_COLUMNS = ["rank", "student", "GPU", "% of speed of light", "time (ms)", "speedup", "target met", "attempts",
-                 "late", "measured"]
+BOARD_COLUMNS = ["rank", "student", "who", "GPU", "% of speed of light", "time (ms)", "speedup", "target met",
+                 "attempts", "late", "measured"]
 
 
 def board_frame(board: dict, teacher: bool = False):
@@ -397,7 +424,8 @@ def board_frame(board: dict, teacher: bool = False):
     import pandas as pd
     rows = []
     for r in board.get("rows") or []:
-        row = [r["rank"], r["student"], r.get("gpu") or "", None if r.get("sol_percent") is None else
+        who = f"agent: {r['agent']}" if r.get("agent") else "student"  # (a token's name: a table cell's text)
+        row = [r["rank"], r["student"], who, r.get("gpu") or "", None if r.get("sol_percent") is None else
                round(r["sol_percent"], 1), round(r["median_ms"], 4),
                None if r["speedup"] is None else round(r["speedup"], 2),
                "" if board.get("target_ms") is None else "yes" if r.get("met_target") else "no",  # (no target: blank)
@@ -413,15 +441,15 @@ def board_update(board: dict, teacher: bool = False):
     cell is text)."""
     if not teacher:
         return board_frame(board)
-    types = ["number", "str", "str", "number", "number", "number", "str", "number", "str", "str", "markdown"]
+    types = ["number", "str", "str", "str", "number", "number", "number", "str", "number", "str", "str", "markdown"]
     return gr.update(value=board_frame(board, teacher), datatype=types)
 
 
 def submissions_frame(answer: dict):
     import pandas as pd
-    columns = ["id", "exercise", "student", "status", "time (ms)", "% of speed of light", "GPU", "late", "flag",
-               "message", "submitted (UTC)"]
-    rows = [[r["id"], r["exercise"], r["student"], r["status"],
+    columns = ["id", "exercise", "student", "agent", "status", "time (ms)", "% of speed of light", "GPU", "late",
+               "flag", "message", "submitted (UTC)"]
+    rows = [[r["id"], r["exercise"], r["student"], r.get("agent") or "", r["status"],
              None if r["median_ms"] is None else round(r["median_ms"], 4),
              None if r.get("sol_percent") is None else round(r["sol_percent"], 1), r.get("gpu") or "",
              "late" if r.get("late") else "", r.get("flag") or "", (r["message"] or "")[:160],
@@ -571,9 +599,66 @@ def build_exercise(page) -> None:
         page.submit_answer = gr.HTML("", elem_id="pg-submit-out")
 
 
+MCP_PATH = "/gradio_api/mcp"  # where Gradio mounts its MCP routes (gradio/routes.py: API_PREFIX + "/mcp")
+
+
+def mcp_url(request) -> str:
+    """The MCP endpoint's address as the browser sees this page."""
+    return f"{base_url_of(request) or 'http://SERVER:7860'}{MCP_PATH}/"
+
+
+def mcp_config(url: str, token: bool) -> str:
+    """The mcp.json snippet an MCP client (Claude Code, Cursor, VS Code) takes, for this server."""
+    import json
+    server = {"type": "http", "url": url}
+    if token:
+        server["headers"] = {"Authorization": "Bearer YOUR-TOKEN"}
+    return json.dumps({"mcpServers": {"tilelang-playground": server}}, indent=2)
+
+
+def tokens_html(answer: dict) -> str:
+    """A user's live tokens as a table (each name is the user's text: escaped); never the tokens themselves."""
+    found = answer.get("tokens") or []
+    if not answer.get("ok"):
+        return _failed(answer)
+    if not found:
+        from .views import placeholder
+        return placeholder("No live token: make one to connect an agent.")
+    rows = "".join(f"<tr><td>#{int(t['id'])}</td><td>{_esc(t['name'])}</td><td><code>{_esc(t['hint'])}</code></td>"
+                   f"<td>{_esc(_utc(t['created_at']))}</td><td>{_esc(_utc(t.get('last_used')) or 'never')}</td></tr>"
+                   for t in found)
+    return ('<table class="pg-table" id="pg-agent-tokens"><thead><tr><th>id</th><th>name</th><th>starts</th>'
+            "<th>made (UTC)</th><th>last used (UTC)</th></tr></thead><tbody>" + rows + "</tbody></table>")
+
+
+def build_agents(page) -> None:
+    """Agents (MCP): how to connect an MCP client, and the user's tokens: made (shown once), listed, revoked."""
+    with gr.Accordion("Agents (MCP)", open=False, elem_id="pg-agents") as page.agents_section:
+        page.agents_intro = gr.Markdown("", elem_id="pg-agents-intro")
+        page.agents_config = gr.Code("", language="json", label="mcp.json for an MCP client", interactive=False,
+                                     elem_id="pg-agents-config")
+        with gr.Group(visible=False) as page.agents_tokens:
+            with gr.Row():
+                page.token_name = gr.Textbox("", label="A name for the token (which agent it is for)",
+                                             max_length=40, scale=3, elem_id="pg-token-name")
+                page.token_btn = gr.Button("Make a token", size="sm", scale=1, elem_id="pg-token-make")
+            page.token_out = gr.Code("", language=None, label="Your new token: copy it now, it is not shown again",
+                                     interactive=False, visible=False, elem_id="pg-token-out")
+            page.token_list = gr.HTML("", elem_id="pg-token-list")
+            with gr.Row():
+                page.token_id = gr.Number(None, label="Token id", precision=0, scale=1, elem_id="pg-token-id")
+                page.token_revoke = gr.Button("Revoke it", size="sm", variant="stop", scale=1,
+                                              elem_id="pg-token-revoke")
+        page.token_note = gr.HTML("", elem_id="pg-token-note")
+
+
 def build_class(page) -> None:
     with gr.Accordion("Leaderboard", open=False, elem_id="pg-board"):
-        page.board_btn = gr.Button("Show the board of the exercise picked", size="sm", elem_id="pg-board-btn")
+        with gr.Row():
+            page.board_btn = gr.Button("Show the board of the exercise picked", size="sm", scale=2,
+                                       elem_id="pg-board-btn")
+            page.board_who = gr.Radio([("everyone", "all"), ("students", "students"), ("agents", "agents")],
+                                      value="all", show_label=False, scale=1, elem_id="pg-board-who")
         page.board_note = gr.HTML("", elem_id="pg-board-note")
         page.board = gr.Dataframe(board_frame({}), interactive=False, wrap=True, elem_id="pg-board-table")
         with gr.Row():
@@ -581,6 +666,7 @@ def build_class(page) -> None:
                                     elem_id="pg-alias")
             page.alias_btn = gr.Button("Show me under this name", size="sm", scale=1, elem_id="pg-alias-btn")
         page.alias_note = gr.HTML("", elem_id="pg-alias-note")
+    build_agents(page)
     if not classroom().settings.teacher_password:
         page.teacher = None
         return
@@ -652,6 +738,13 @@ def build_class(page) -> None:
                                                    elem_id="pg-extend-until")
                     page.extend_btn = gr.Button("Move the deadline for this student", size="sm", scale=1,
                                                 elem_id="pg-extend")
+                with gr.Row():
+                    page.agents_switch = gr.Radio([("as its exercise.toml says", "default"), ("allowed", "allowed"),
+                                                   ("forbidden", "forbidden")], value="default", scale=2,
+                                                  label="Agents (MCP clients with a student's token) on this "
+                                                        "exercise", elem_id="pg-agents-switch")
+                    page.agents_switch_btn = gr.Button("Set it for this exercise", size="sm", scale=1,
+                                                       elem_id="pg-agents-switch-set")
             with gr.Tab("Announcement", id="t-announce"):
                 page.announce_text = gr.Textbox("", label="Shown at the top of every student's page", lines=2,
                                                 max_length=2000, elem_id="pg-announce-text")
@@ -829,11 +922,14 @@ def wire(page, demo) -> None:
                           {page.submit_answer, page.board, page.board_note, *own_kernel.outputs(page)},
                           show_progress_on=[page.submit_answer], **engine)
 
-    def on_board(name, request: gr.Request = None):
-        board = classroom().leaderboard(name, user_of(request)) if name else {}
+    def on_board(name, who="all", request: gr.Request = None):
+        board = classroom().leaderboard(name, user_of(request), who=who or "all") if name else {}
         teacher = classroom().is_teacher(user_of(request))
         return board_update(board if board.get("ok") else {}, teacher), views.board_note_html(name, board)
-    page.board_btn.click(on_board, page.exercise, [page.board, page.board_note], **light)
+    page.board_btn.click(on_board, [page.exercise, page.board_who], [page.board, page.board_note], **light)
+    page.board_who.change(on_board, [page.exercise, page.board_who], [page.board, page.board_note], **light)
+
+    wire_agents(page, light)
 
     def on_alias(text, request: gr.Request):
         answer = classroom().set_alias(user_of(request), text)
@@ -842,6 +938,44 @@ def wire(page, demo) -> None:
 
     if page.teacher is not None:
         wire_teacher(page, demo, light, engine)
+
+
+def wire_agents(page, light: dict) -> None:
+    """The Agents (MCP) section's events: what to connect to, the user's tokens made, listed and revoked."""
+    def shown(request: gr.Request):
+        room = classroom()
+        url = mcp_url(request)
+        need = room.agents_need_token()
+        who = user_of(request)
+        if not need:
+            intro = (f"An agent (an MCP client) can use this playground's tools (list, describe, compile, run, tune, "
+                     f"profile, memcheck, lowering, share, submit, leaderboard) at `{url}`. This server has no "
+                     "login, so no token is needed.")
+        else:
+            intro = (f"An agent (an MCP client) can use this playground's tools at `{url}` with a token of yours: "
+                     "it acts as you, with your limits (its jobs share your place in the queue), and what it "
+                     "submits is on the boards as your agent's, never as your own work."
+                     + ("" if who else " Log in to make one."))
+        listed = tokens_html(room.tokens_of(who)) if need and who else ""
+        return (intro, mcp_config(url, need), gr.update(visible=bool(need and who)), listed)
+    page.agents_section.expand(shown, None, [page.agents_intro, page.agents_config, page.agents_tokens,
+                                             page.token_list], **light)
+
+    def made(name, request: gr.Request):
+        answer = classroom().make_token(user_of(request), name)
+        listed = tokens_html(classroom().tokens_of(user_of(request)))
+        if not answer.get("ok"):
+            return _failed(answer), gr.update(value="", visible=False), listed, gr.update()
+        return (_status("ok", answer["message"]), gr.update(value=answer["token"], visible=True), listed, "")
+    page.token_btn.click(made, page.token_name, [page.token_note, page.token_out, page.token_list, page.token_name],
+                         **light)
+
+    def revoked(token_id, request: gr.Request):
+        answer = classroom().revoke_token(user_of(request), token_id)
+        listed = tokens_html(classroom().tokens_of(user_of(request)))
+        note = _status("ok", answer["message"]) if answer.get("ok") else _failed(answer)
+        return note, listed, gr.update(value="", visible=False)
+    page.token_revoke.click(revoked, page.token_id, [page.token_note, page.token_list, page.token_out], **light)
 
 
 def wire_teacher(page, demo, light: dict, engine: dict) -> None:
@@ -1032,6 +1166,15 @@ def wire_teacher(page, demo, light: dict, engine: dict) -> None:
         return _status("ok", answer["message"]) if answer.get("ok") else _failed(answer)
     page.extend_btn.click(extended, [page.teacher_pw, page.teacher_ex, page.extend_student, page.extend_until],
                           page.teacher_note, **light)
+
+    def agents_set(pw, ex, choice, request: gr.Request):
+        if not ex:
+            return _status("fail", "Pick the exercise whose agents to allow or forbid.")
+        allowed = {"allowed": True, "forbidden": False}.get(choice)
+        answer = act("set_agents", pw, ex, allowed, request=request)
+        return _status("ok", answer["message"] + ".") if answer.get("ok") else _failed(answer)
+    page.agents_switch_btn.click(agents_set, [page.teacher_pw, page.teacher_ex, page.agents_switch],
+                                 page.teacher_note, **light)
 
     def announced(pw, text, request: gr.Request):
         answer = act("announce", pw, text, request=request)

@@ -18,8 +18,9 @@ import gradio as gr
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from ..course import agents
 from ..settings import Settings, current
-from . import classroom, gateway, styles
+from . import classroom, gateway, mcp_tools, styles
 
 log = logging.getLogger("playground.server")
 
@@ -436,13 +437,66 @@ def add_health_route(app) -> None:
     app.router.routes.insert(0, app.router.routes.pop())
 
 
+# -- agents: MCP clients -----------------------------------------------------------------------------------------------
+def _unauthorized(message: str, invalid: bool):
+    """401 with the header RFC 6750 asks of a Bearer-protected resource."""
+    challenge = 'Bearer realm="TileLang Playground"' + (', error="invalid_token"' if invalid else "")
+    return JSONResponse({"detail": message}, status_code=401, headers={"WWW-Authenticate": challenge})
+
+
+def agents_only(inner, room: classroom.Classroom, app=None):
+    """An ASGI app: `inner` (Gradio's MCP routes: streamable HTTP, SSE and its messages, the tools' schema) refused
+    (401) without `Authorization: Bearer <token>` of a valid token (Classroom.agent_of) wherever the page asks for a
+    login; the page's own login is no way in (Gradio does not carry it to the tools), except to read the tools'
+    schema, which the page's API view shows to a logged-in user. The token itself is never logged."""
+    async def guarded(scope, receive, send):
+        if scope.get("type") not in ("http", "websocket") or not room.agents_need_token():
+            await inner(scope, receive, send)
+            return
+        request = Request(scope)
+        token = agents.bearer(request.headers.get("authorization"))
+        if token is None:
+            if scope.get("method") == "GET" and scope.get("path", "").endswith(mcp_tools.PATH + "/schema") \
+                    and app is not None and await logged_in(app, request):
+                await inner(scope, receive, send)
+                return
+            await _unauthorized("this server's MCP tools need a token: make one on the page (Agents (MCP), while "
+                                "logged in) and send it as 'Authorization: Bearer <token>'", False)(
+                scope, receive, send)
+            return
+        found = await asyncio.to_thread(room.agent_of, token)  # (the store's read off the event loop)
+        if found is None:
+            log.warning("an MCP request from %s with a token that is not valid was refused",
+                        classroom.client_address(scope) or "an unknown address")
+            await _unauthorized("this token is not valid: revoked, its user may no longer log in here, or "
+                                "mistyped; make a new one on the page", True)(scope, receive, send)
+            return
+        await inner(scope, receive, send)
+    return guarded
+
+
+def guard_mcp(app, room: classroom.Classroom) -> bool:
+    """Put Gradio's MCP routes (mounted at mcp_tools.PATH) behind agents_only; False where the app serves none."""
+    found = False
+    for route in app.router.routes:
+        if getattr(route, "path", None) == mcp_tools.PATH and hasattr(route, "app"):
+            found = True
+            if not getattr(route.app, "agents_only", False):
+                route.app = agents_only(route.app, room, app)
+                route.app.agents_only = True
+    return found
+
+
 def protect(demo: gr.Blocks, app, room: classroom.Classroom, throttle: LoginThrottle | None = None) -> None:
     """What serve() puts around Gradio's routes once the page is up (tests start their servers through it too):
     /health; whose address a request is (PeerAddress); the login's throttle with its device cookies, and the login
     and logout refused to other sites; the end of sessions a roster import no longer accepts, and the login page's
-    line told again after one."""
+    line told again after one; the MCP tools offered (mcp_tools.expose) and their routes behind the agents' tokens
+    (guard_mcp)."""
     trust_only(demo, room.settings.trusted_proxy_networks())
     add_health_route(app)
+    guard_mcp(app, room)
+    mcp_tools.expose(demo)
     throttle = throttle or LoginThrottle()
     if throttle.secret is None:  # kept with the class's data: a browser the teacher used stays known after a restart
         throttle.secret = lambda: room.store.secret("device cookies")
@@ -466,12 +520,13 @@ def serve(host: str = "0.0.0.0", port: int = 7860, password: str | None = None, 
     if demo is None:
         from .layout import build_demo
         demo = build_demo(settings)
+    mcp_tools.add(demo)  # the MCP tools' endpoints (Gradio's MCP server offers them: README, Agents at the bench)
     demo.queue(max_size=settings.ui_queue, default_concurrency_limit=None)
     app, url, _ = demo.launch(
         server_name=host, server_port=port, auth=auth, auth_dependency=auth_dependency,
         auth_message=room.login_message(), prevent_thread_lock=True,
         quiet=quiet, show_error=True, theme=styles.theme(), css=styles.css(), head=styles.HEAD, ssr_mode=False,
-        footer_links=["api", "gradio"])
+        footer_links=["api", "gradio"], mcp_server=True)
     protect(demo, app, room)
     gateway.start_jobs(settings)
     if not prevent_thread_lock:
