@@ -437,7 +437,7 @@ class Classroom:
             log.exception("the announcement could not be read")
             return None
 
-    # -- agents: tokens for MCP clients, and the exercises that take agents ----------------------------------------------
+    # -- agents: tokens for MCP clients, and the exercises that take agents --------------------------------------------
     TOKENS = tokens.TOKENS  # live tokens one user may hold
 
     def agents_need_token(self) -> bool:
