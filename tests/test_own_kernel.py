@@ -145,3 +145,17 @@ def test_a_file_requiring_more_arguments_than_the_sizes_row_holds_gets_a_control
          "parameters": [{"name": n, "kind": "int", "required": True} for n in names]}
     c = own_kernel.controls(d)
     assert len(c.problem) == ctl.PROBLEM_SLOTS and c.names == names
+
+
+@pytest.mark.parametrize("name", ["gemm", "flash_attention", "softmax"])
+def test_a_copy_of_a_shipped_kernel_is_its_factory_with_its_controls(tmp_path, name):
+    """New kernel from a copy of gemm: sent as text (kernel.py), the file's factory, gemm, is named like no file and
+    only calls its schedules; it was refused (several kernels, then gemm_pipelined refused for gemm's OPTIONS)."""
+    from playground.engine.kernel import loader
+    from playground.ui import own_kernel
+    k = loader.load("", loader.builtin_source(name), tmp_path)
+    d = {"ok": True, **k.describe()}
+    assert k.name == name and not d["entry_needed"] and d["required"] == []
+    shipped = loader.load(name)
+    assert own_kernel.controls(d).names == shipped.problem_names + shipped.tile_names
+    assert k.resolve({}).problem == {n: shipped.factory_defaults[n] for n in shipped.problem_names}

@@ -53,6 +53,7 @@ class Entry:
     form: str                 # "jit", "autotune", "factory" or "prim_func"
     obj: Any                  # the module attribute
     line: int | None = None   # where it is defined
+    module: ModuleType | None = None  # the file's module
 
     @property
     def jit(self):
@@ -101,6 +102,31 @@ def _returns_prim_func(fn: Callable) -> bool:
             return False
 
 
+def _declared_names(module: ModuleType) -> set[str]:
+    """The parameters the file's declarations name: SPACE's, OPTIONS' and the presets' sizes."""
+    names: set[str] = set()
+    for decl in ("SPACE", "OPTIONS"):
+        value = getattr(module, decl, None)
+        names |= set(value) if isinstance(value, dict) else set()
+    presets = getattr(module, "PRESETS", None)
+    for sizes in (presets.values() if isinstance(presets, dict) else []):
+        names |= set(sizes) if isinstance(sizes, dict) else set()
+    return names
+
+
+def _takes_the_declared(module: ModuleType, fn: Callable) -> bool:
+    """Is `fn` the factory the file's declarations are of (it takes every name of a SPACE, and of OPTIONS and
+    PRESETS)? A copy of a shipped kernel sent as text is kernel.py, and its factory (gemm, which calls
+    gemm_pipelined or gemm_warp_specialized) is named like no file."""
+    declared, space = _declared_names(module), getattr(module, "SPACE", None)
+    if not isinstance(space, dict) or not space:  # (a file of sizes only: flops(M, N) takes them all too)
+        return False
+    try:
+        return declared <= set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return False
+
+
 def find_entries(module: ModuleType, path: Path) -> dict[str, Entry]:
     """The kernels `module` (the file at `path`) defines, in the file's order. A function named like the file is
     one whatever its body (the catalogue's convention: it may choose between schedules)."""
@@ -116,10 +142,12 @@ def find_entries(module: ModuleType, path: Path) -> dict[str, Entry]:
             entry = Entry(name, "jit", obj)
         elif isinstance(obj, PrimFunc):
             entry = Entry(name, "prim_func", obj)
-        elif inspect.isfunction(obj) and _defined_in(obj, path) and (name == path.stem or _returns_prim_func(obj)):
+        elif inspect.isfunction(obj) and _defined_in(obj, path) and (name == path.stem or _returns_prim_func(obj)
+                                                                    or _takes_the_declared(module, obj)):
             entry = Entry(name, "factory", obj)
         else:
             continue
+        entry.module = module
         fn = entry.function
         if not _defined_in(fn, path):
             continue  # imported from a helper module or TileLang itself
@@ -162,6 +190,9 @@ def choose_entry(entries: dict[str, Entry], wanted: str | None, stem: str,
         return next(iter(entries.values())), "only"
     if stem in entries:
         return entries[stem], "named like the file"
+    declared = [e for e in entries.values() if e.form == "factory" and _takes_the_declared(e.module, e.obj)]
+    if len(declared) == 1:
+        return declared[0], "the one the file's declarations (SPACE, PRESETS) are of"
     if first_called in entries:
         return entries[first_called], "the file's own code calls it first"
     return next(iter(entries.values())), "ambiguous"
