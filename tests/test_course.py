@@ -118,6 +118,77 @@ def test_the_board_ranks_by_the_share_of_the_speed_of_light_and_shows_the_gpu_an
     assert room.leaderboard("vector_add", "teacher")["rows"][0]["rerun"] == f"?rerun={rows[0]['submission']}"
 
 
+def by_agent(room, student, name="bot", **kwargs) -> int:
+    """An accepted submission an agent of `student` made with a token of theirs named `name`."""
+    made = room.make_token(student, name)
+    agent = room.agent_of(made["token"])
+    return room.store.add_submission("vector_add", student, kwargs.pop("source", "src"), {}, accepted=True,
+                                     median_ms=kwargs.pop("ms", 0.1), baseline_ms=0.2,
+                                     sol_percent=kwargs.pop("sol", None), agent=agent)
+
+
+def test_the_board_tells_a_students_own_entry_from_their_agents_and_filters_either(tmp_path):
+    room = room_for(tmp_path)
+    by_agent(room, "Ada", "<b>claude</b>", ms=0.05, sol=90.0)
+    accepted(room, "Ada", ms=0.2, sol=40.0)
+    accepted(room, "Grace", ms=0.1, sol=60.0)
+    by_agent(room, "Grace", "gee's bot", ms=0.3, sol=20.0)
+    rows = room.leaderboard("vector_add")["rows"]
+    assert [(r["rank"], r["student"], r["kind"], r["agent"]) for r in rows] == [
+        (1, "Ada", "agent", "<b>claude</b>"), (2, "Grace", "student", None), (3, "Ada", "student", None),
+        (4, "Grace", "agent", "gee's bot")]
+    assert all(r["attempts"] == 1 for r in rows), "a student's tries and their agents' counted apart"
+    students = room.leaderboard("vector_add", who="students")["rows"]
+    assert [(r["rank"], r["student"]) for r in students] == [(1, "Grace"), (2, "Ada")]
+    agents = room.leaderboard("vector_add", who="agents")["rows"]
+    assert [(r["rank"], r["agent"]) for r in agents] == [(1, "<b>claude</b>"), (2, "gee's bot")]
+    assert room.leaderboard("vector_add", who="bots")["error"]["stage"] == "parameters"
+    from playground.ui.classroom import board_frame
+    assert list(board_frame(room.leaderboard("vector_add"))["who"]) == [
+        "agent: <b>claude</b>", "student", "student", "agent: gee's bot"]  # (a table cell's text, not HTML)
+
+
+def test_agents_are_forbidden_by_the_exercise_or_the_teachers_switch_and_their_entries_leave_the_board(tmp_path):
+    room = room_for(tmp_path, "agents = false\n", has_gpu=lambda: False)
+    ex = room.exercises_by_name()["vector_add"]
+    assert ex.agents is False and ex.public()["agents"] is False
+    by_agent(room, "Ada", ms=0.05)
+    accepted(room, "Grace")
+    agent = room.agent_of(room.make_token("Ada", "another")["token"])
+    refused = room.submit("Ada", "vector_add", ex.starter, {}, agent=agent)
+    assert refused["error"]["stage"] == "permission" and "forbidden" in refused["error"]["message"]
+    assert room.submit("Ada", "vector_add", ex.starter, {})["error"]["stage"] == "device", "Ada herself may"
+    board = room.leaderboard("vector_add")
+    assert [r["student"] for r in board["rows"]] == ["Grace"] and board["agents_allowed"] is False
+    assert room.set_agents("Ada", "", "vector_add", True)["error"]["stage"] == "permission"
+    assert room.set_agents("teacher", "", "vector_add", "yes")["error"]["stage"] == "parameters"
+    assert room.set_agents("teacher", "", "vector_add", True)["agents_allowed"] is True
+    assert [r["kind"] for r in room.leaderboard("vector_add")["rows"]] == ["agent", "student"]
+    assert room.submit("Ada", "vector_add", ex.starter, {}, agent=agent)["error"]["stage"] == "device"
+    assert room.set_agents("teacher", "", "vector_add", None)["agents_allowed"] is False  # exercise.toml's again
+    with pytest.raises(ExerciseError, match="agents must be true or false"):
+        load_exercise(exercise_folder(tmp_path / "bad", extra='agents = "no"\n'))
+
+
+def test_an_agents_work_is_marked_in_the_exports_and_counts_for_nothing_in_the_grades(tmp_path):
+    room = room_for(tmp_path)
+    by_agent(room, "Ada", "=cmd|' /C calc'!A0", source="# the agent's\n")
+    accepted(room, "Grace")
+    room.store.add_submission("vector_add", "Alan", "x", {}, accepted=False, message="wrong",
+                              agent=room.agent_of(room.make_token("Alan", "alan's")["token"]))
+    rows = list(csv.DictReader(io.StringIO(room.export_csv("teacher", "")["csv"])))
+    assert {r["student"]: r["agent"] for r in rows} == {"Ada": "'=cmd|' /C calc'!A0", "Grace": "",
+                                                        "Alan": "alan's"}
+    with zipfile.ZipFile(io.BytesIO(room.export_code("teacher", "", "vector_add")["zip"])) as z:
+        index = {r["student"]: r for r in csv.DictReader(io.StringIO(z.read("index.csv").decode()))}
+        assert index["Ada"]["file"].endswith("-Ada-agent.py") and index["Ada"]["agent"]
+        assert z.read(index["Ada"]["file"]).decode() == "# the agent's\n"
+    grades = {r["student"]: r["vector_add"] for r in room.grades("teacher", "", "vector_add")["rows"]}
+    assert grades == {"Ada": 0.0, "Grace": 10.0, "Alan": 0.0}, "a grade is for the student's own work"
+    listed = {r["student"]: r["agent"] for r in room.all_submissions("teacher", "")["rows"]}
+    assert listed == {"Ada": "=cmd|' /C calc'!A0", "Grace": None, "Alan": "alan's"}
+
+
 def test_a_name_on_the_boards_is_limited_checked_and_never_someone_elses(tmp_path):
     room = room_for(tmp_path)
     accepted(room, "Ada")
