@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,7 +24,7 @@ import pytest
 from gradio_client import Client
 from starlette.requests import Request
 
-from conftest import has_gpu
+from conftest import ROOT, has_gpu
 from playground.settings import Settings
 from playground.ui import api, classroom as cls, gateway, mcp_tools, server
 
@@ -318,6 +321,25 @@ def test_an_agents_refused_submission_is_kept_and_marked_as_an_agents_in_the_tea
     assert any(line.split(",")[2:4] == ["Grace", "grace's bot"] for line in exported[1:])
     frame = cls.submissions_frame({"rows": rows})
     assert list(frame[frame["student"] == "Grace"]["agent"]) == ["grace's bot"]
+
+
+def test_the_worked_example_compiles_the_tiled_gemm_starter_and_without_a_gpu_stops_there_saying_so(class_server):
+    made = page_login(class_server.url, "Mei").predict("agent loop", api_name="/agent_token")
+    loop = [sys.executable, str(ROOT / "tools" / "agent_loop.py"), "--url", class_server.url, "--candidates", "2"]
+    done = subprocess.run(loop, env={**os.environ, "PLAYGROUND_TOKEN": made["token"]}, capture_output=True,
+                          text=True, timeout=1200)
+    said = done.stdout
+    assert done.returncode == 0, said + done.stderr[-3000:]
+    assert "Tiled GEMM" in said and "compile, the starter's own tiles:" in said and "registers a thread" in said
+    assert "block_M=128, block_N=256" in said
+    if has_gpu():
+        assert "accepted:" in said and "(agent loop)" in said
+    else:
+        assert "this server has no GPU" in said and "Stopping at compile." in said and "submitting it" not in said
+    refused = subprocess.run(loop[:-2] + ["--token", "pgt_0123456789ab_" + "A" * 43], capture_output=True,
+                             text=True, timeout=300, env={k: v for k, v in os.environ.items()
+                                                          if k != "PLAYGROUND_TOKEN"})
+    assert refused.returncode == 2 and "refused the call" in refused.stdout, refused.stdout + refused.stderr[-2000:]
 
 
 @pytest.mark.gpu
