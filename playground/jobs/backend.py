@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
+from ..engine.answers import Answer
 from .result_cache import ROOT
 from .sandbox import Mode
 
@@ -48,7 +49,7 @@ class Backend(Protocol):
         """Start what jobs need ahead of the first one (spare workers)."""
 
     def run(self, request: dict, *, gpu: int | None, timeout: float, progress: Progress,
-            started: Callable[[object], None], files: JobFiles) -> dict:
+            started: Callable[[object], None], files: JobFiles) -> Answer:
         """Run one request (`gpu`: the queue's GPU token, None for a CPU job) and wait for its answer, never
         raising for the job's own failures. `started(job)` as soon as a worker holds it: the page's Stop kills it
         through its `kill()` where this server can (a local worker; a job on a Ray node has none and runs on to its

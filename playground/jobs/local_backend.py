@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..engine.answers import Answer
 from ..settings import Settings
 from . import hardware, sandbox
 from .backend import Ceilings, JobFiles, Progress, give_job_files
@@ -33,7 +34,7 @@ class LocalBackend:
             pool.fill_later()
 
     def run(self, request: dict, *, gpu: int | None, timeout: float, progress: Progress,
-            started: Callable[[object], None], files: JobFiles) -> dict:
+            started: Callable[[object], None], files: JobFiles) -> Answer:
         pool = self.pools[("gpu", gpu) if gpu is not None else ("cpu", None)]
         job = pool.take()
         try:

@@ -36,7 +36,7 @@ import time
 from collections import deque
 from typing import Callable
 
-from ..engine.answers import failed
+from ..engine.answers import Answer, failed
 from ..engine.errors import StageError
 from ..settings import Settings
 from . import sandbox
@@ -521,7 +521,7 @@ class RayBackend:
         pass  # the workers on the nodes keep their own spares
 
     def run(self, request: dict, *, gpu: int | None, timeout: float, progress: Progress,
-            started: Callable[[object], None], files: JobFiles) -> dict:
+            started: Callable[[object], None], files: JobFiles) -> Answer:
         # `files` are not sent: the job's folder is on the node, whose jobs read that node's own
         self.taken["cpu" if gpu is None else f"gpu{gpu}"] += 1
         started(NodeJob())
