@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Literal
 
 import gradio as gr
 
@@ -40,6 +41,8 @@ PATH = cls.MCP_PATH  # where Gradio mounts its MCP routes: /gradio_api/mcp
 ENDPOINT_PREFIX = "mcp_"  # the tools' own endpoints (/mcp_compile, ...): undocumented, not queued
 TEXTS = ("cuda", "ptx", "sass", "host")
 INCLUDES = (*TEXTS, "ir", "log", "line_map", "report")
+Text = Literal["cuda", "ptx", "sass", "host", "ir", "log", "line_map", "report"]  # what `include` may name
+Who = Literal["all", "students", "agents"]
 LINES, MAX_LINES = 40, 1_000_000
 LINE_MAPS = ("line_map", "line_origins", "origin_lines")
 
@@ -223,7 +226,7 @@ def describe(kernel: str, source: str = "", params: dict | None = None, request:
     return _json(api.describe(kernel, source, params, who["request"]))
 
 
-def compile(kernel: str, source: str = "", params: dict | None = None, include: list[str] | None = None,
+def compile(kernel: str, source: str = "", params: dict | None = None, include: list[Text] | None = None,
             lines: int = LINES, request: gr.Request = None) -> str:
     """Compile a kernel on the server (no GPU needed): the generated CUDA, PTX, SASS and host code, the registers,
     shared memory and spills (resources), and the config the engine picked for what params left out. A failure
@@ -243,7 +246,7 @@ def compile(kernel: str, source: str = "", params: dict | None = None, include: 
     return engine("compile", kernel, source, params, include, lines, request)
 
 
-def run(kernel: str, source: str = "", params: dict | None = None, include: list[str] | None = None,
+def run(kernel: str, source: str = "", params: dict | None = None, include: list[Text] | None = None,
         lines: int = LINES, request: gr.Request = None) -> str:
     """Compile, verify against the kernel's float32 reference on its check shapes and the size asked, and time it
     (CUDA events, L2 flushed) against its baselines (cuBLAS, cuDNN, torch) on the server's GPU. Needs a GPU: on a
@@ -277,7 +280,7 @@ def tune(kernel: str, source: str = "", params: dict | None = None, request: gr.
     return engine("tune", kernel, source, params, None, None, request)
 
 
-def profile(kernel: str, source: str = "", params: dict | None = None, include: list[str] | None = None,
+def profile(kernel: str, source: str = "", params: dict | None = None, include: list[Text] | None = None,
             lines: int = LINES, request: gr.Request = None) -> str:
     """Nsight Compute over one launch: speed of light, occupancy, memory workload, warp stall reasons and stall
     samples per line of your source. Needs a GPU.
@@ -294,7 +297,7 @@ def profile(kernel: str, source: str = "", params: dict | None = None, include: 
     return engine("profile", kernel, source, params, include, lines, request)
 
 
-def memcheck(kernel: str, source: str = "", params: dict | None = None, include: list[str] | None = None,
+def memcheck(kernel: str, source: str = "", params: dict | None = None, include: list[Text] | None = None,
              lines: int = LINES, request: gr.Request = None) -> str:
     """compute-sanitizer memcheck (as compiled, and without TileLang's bounds guards) and racecheck on the
     kernel's check shapes: each error with the line of your source. Needs a GPU.
@@ -311,7 +314,7 @@ def memcheck(kernel: str, source: str = "", params: dict | None = None, include:
     return engine("memcheck", kernel, source, params, include, lines, request)
 
 
-def lowering(kernel: str, source: str = "", params: dict | None = None, include: list[str] | None = None,
+def lowering(kernel: str, source: str = "", params: dict | None = None, include: list[Text] | None = None,
              lines: int = LINES, request: gr.Request = None) -> str:
     """The TileLang/TVM IR after each lowering pass that changed it, in order (no GPU needed): where a tile
     became loops, copies became cp.async or TMA, a pipeline its stages.
@@ -370,7 +373,7 @@ def submit(exercise: str, source: str, params: dict | None = None, request: gr.R
     return _json(cls.classroom().submit(who["student"], exercise, source, params, agent=who["agent"]))
 
 
-def leaderboard(exercise: str, who: str = "all", request: gr.Request = None) -> str:
+def leaderboard(exercise: str, who: Who = "all", request: gr.Request = None) -> str:
     """An exercise's board: per student their best accepted submission, and apart from it their agents' best
     (kind "agent", with the token's name), ranked by the share of the speed of light on the GPU it ran on, then
     time.
