@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..engine.errors import quoted
+from ..engine.errors import StageError, quoted
 from ..engine.source import SOURCE_LIMIT
 from ..settings import Settings, current
 from ..store import ShareError, Store, StoreError, utf8_size
@@ -292,8 +292,7 @@ class Classroom:
             texts = built.get("tir")
             if not built.get("ok") or not isinstance(texts, list) or len(texts) != len(indices) \
                     or not all(isinstance(t, str) for t in texts):
-                err = dict(built.get("error") or {"stage": "internal", "message": "no answer from the build",
-                                                  "line": None, "log": ""})
+                err = dict(built.get("error") or StageError("internal", "no answer from the build").to_json())
                 match = re.match(r"problem (\d+): (.*)", str(err.get("message") or ""), re.S)
                 at = int(match.group(1)) if match else None
                 failed = indices[at] if at is not None and 0 <= at < len(indices) else (indices[0] if secret

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..engine.errors import quoted
+from ..engine.errors import StageError, quoted
 from .access import error
 from .exercises import Exercise, label
 
@@ -59,7 +59,7 @@ def checks(ex: Exercise, verification: list[dict]) -> list[dict]:
 def refusal(ex: Exercise, err: dict | None, failed: int | None, what: str) -> dict:
     """The refusal a student sees: the engine's message for a visible problem, a plain one for a hidden one. (`err`
     already has the server's paths taken out: Classroom.in_users_terms.)"""
-    err = dict(err or {"stage": "internal", "message": "no answer from the grader", "line": None, "log": ""})
+    err = dict(err or StageError("internal", "no answer from the grader").to_json())
     message = str(err.get("message") or "")
     match = re.match(r"problem (\d+): (.*)", message, re.S)  # the build job names the problem it failed at
     if match:
