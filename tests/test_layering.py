@@ -1,11 +1,7 @@
 """The house has no circles: the import graph of playground/, read from the source with ast (imports at the top of a
-module and inside its functions alike), has no cycles, its arrows go one way (ui → jobs → engine → settings; store
-used by ui and jobs), the engine loads the kernels as files and never imports them, and no module imports another
-module's private names.
-
-The few cycles and private imports the ui layer (and grading) still have are listed here by name: a test fails when one
-is added, when one listed is gone (remove it from the list), and, marked xfail(strict=True), passes only once all are
-gone (then remove the mark and the lists)."""
+module and inside its functions alike), has no cycles, its arrows go one way (ui → course → jobs → store → engine →
+settings), the engine loads the kernels as files and never imports them, and no module imports another module's
+private names."""
 from __future__ import annotations
 
 import ast
@@ -20,24 +16,10 @@ from conftest import ROOT
 PACKAGE = ROOT / "playground"
 # Where each layer sits: a module imports only its own layer or those below it. The entry points (the command
 # line, `python kernels/<name>.py`, `python -m playground`) sit above them all and nothing imports them.
-LAYERS = {"settings": 0, "engine": 1, "store": 2, "jobs": 3, "ui": 4}
+LAYERS = {"settings": 0, "engine": 1, "store": 2, "jobs": 3, "course": 4, "ui": 5}
 ENTRY_POINTS = {"playground.cli", "playground.standalone", "playground.__main__"}
 # The kernel model's modules, in the one order their imports go (each imports only those before it).
 KERNEL_ORDER = ["words", "params", "buffers", "contract", "declarations", "static", "inferred", "loader"]
-
-# What the ui layer (and grading) still have, for the engineers working there to remove: each cycle as the modules it
-# runs through, each private import as (importer, imported module, name).
-KNOWN_CYCLES = [
-    {"playground.ui.api", "playground.ui.classroom", "playground.ui.gateway", "playground.ui.insight_tabs",
-     "playground.ui.layout", "playground.ui.own_kernel"},
-]
-KNOWN_PRIVATE_IMPORTS = {
-    ("playground.ui.own_kernel", "playground.ui.layout", "_session"),
-    ("playground.ui.roofline", "playground.ui.charts", "_layout"),
-    # grading's TVM lookup is tir_check's; tir_check.py and grading.py are the grader's to change
-    ("playground.engine.grading", "playground.engine.tir_check", "_tir"),
-}
-
 
 @dataclass(frozen=True)
 class Import:
@@ -165,24 +147,7 @@ def test_the_graph_reads_every_module_and_its_imports_in_functions_too():
     assert "playground.engine.config_choice" in edges["playground.engine.kernel.contract"]
 
 
-def test_no_import_cycles_but_the_known_ones_of_the_ui():
-    edges, _ = graph()
-    found = cycles(edges)
-    new = [c for c in found if c not in KNOWN_CYCLES]
-    assert not new, "import cycles: " + " | ".join(described(c, edges) for c in new)
-    gone = [sorted(c) for c in KNOWN_CYCLES if c not in found]
-    assert not gone, f"these cycles are gone or changed: take them out of KNOWN_CYCLES: {gone}"
-
-
-def test_the_engine_settings_store_jobs_and_entry_points_have_no_cycles():
-    edges, _ = graph()
-    for component in cycles(edges):
-        assert {layer(m) for m in component} <= {"ui"}, described(component, edges)
-
-
-@pytest.mark.xfail(strict=True, reason="the ui's layout/api/classroom/gateway/own_kernel/insight_tabs cycle remains "
-                                       "(KNOWN_CYCLES); once it is gone, remove this mark and KNOWN_CYCLES")
-def test_no_import_cycles_at_all():
+def test_no_import_cycles():
     edges, _ = graph()
     found = cycles(edges)
     assert not found, " | ".join(described(c, edges) for c in found)
@@ -198,7 +163,7 @@ def test_imports_go_down_the_layers_only():
                 wrong.append(f"{importer} → {target} (an entry point)")
             elif layer(importer) and layer(target) and LAYERS[layer(target)] > LAYERS[layer(importer)]:
                 wrong.append(f"{importer} → {target}")
-    assert not wrong, "imports up the layers (ui → jobs → engine → settings; store under ui and jobs): " \
+    assert not wrong, "imports up the layers (ui → course → jobs → store → engine → settings): " \
                       + "; ".join(sorted(wrong))
 
 
@@ -249,16 +214,7 @@ def test_the_job_layer_reaches_a_backend_only_through_the_protocol():
 
 
 # -- private names ------------------------------------------------------------------------------------------------
-def test_no_private_imports_but_the_known_ones():
+def test_no_module_imports_another_modules_private_names():
     _, every = graph()
     found = private_imports(every)
-    assert not found - KNOWN_PRIVATE_IMPORTS, f"private names imported: {sorted(found - KNOWN_PRIVATE_IMPORTS)}"
-    assert not KNOWN_PRIVATE_IMPORTS - found, \
-        f"gone: take them out of KNOWN_PRIVATE_IMPORTS: {sorted(KNOWN_PRIVATE_IMPORTS - found)}"
-
-
-@pytest.mark.xfail(strict=True, reason="ui.own_kernel, ui.roofline and engine.grading still import private names "
-                                       "(KNOWN_PRIVATE_IMPORTS); once all are gone, remove this mark and the list")
-def test_no_private_imports_at_all():
-    _, every = graph()
-    assert not private_imports(every)
+    assert not found, f"private names imported: {sorted(found)}"

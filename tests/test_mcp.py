@@ -198,6 +198,7 @@ def started(room: cls.Classroom | None = None):
     room = cls.install(room or cls.Classroom(Settings(data_dir=Path(tempfile.mkdtemp()))))
     with gr.Blocks() as demo:
         api.register(4, "engine")
+        cls.register(4, "engine")
     mcp_tools.add(demo)
     demo.queue()
     auth, dependency = room.gradio_auth()

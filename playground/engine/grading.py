@@ -42,8 +42,8 @@ from .tir_check import load_tir  # noqa: F401  (the grade job's kernels, read ba
 
 
 def _prim_func_type():
-    from .tir_check import _tir
-    return _tir().PrimFunc
+    from .tir_check import tir_module
+    return tir_module().PrimFunc
 
 
 # -- the build job ------------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ SWITCHES = ("tl.enable_fast_math", "tl.disable_warp_specialized", "tl.disable_tm
             "tl.enable_aggressive_shared_memory_merge", "tl.disable_shared_memory_reuse")
 
 
-def _tir():
+def tir_module():
     """TVM's TIR module: `tvm.tirx` in the TVM TileLang 0.1.15 ships, `tvm.tir` before."""
     import tilelang  # noqa: F401  (TileLang puts its TVM on the path)
     import tvm
@@ -106,7 +106,7 @@ def _values(obj):
     """The PrimExprs and statements inside an annotation's value (maps and arrays opened)."""
     import tvm
     from collections.abc import Mapping, Sequence
-    tir = _tir()
+    tir = tir_module()
     if isinstance(obj, (tvm.ir.PrimExpr, tir.Stmt)):
         yield obj
     elif isinstance(obj, Sequence) and not isinstance(obj, str):
@@ -121,7 +121,7 @@ def _values(obj):
 def check_func(func) -> None:
     """The PrimFunc read back: its attributes, what its host part calls, its annotations and buffers."""
     import tvm
-    tir = _tir()
+    tir = tir_module()
     attrs = dict(func.attrs) if func.attrs is not None else {}
     extra = sorted(k for k in attrs if k not in FUNCTION_ATTRIBUTES)
     if extra:
@@ -185,7 +185,7 @@ def _sblock(tir):
 def load_tir(text: str):
     """A PrimFunc from TIR JSON (data: nothing runs), refused unless it is a kernel and nothing else (above); its
     name set by the grader."""
-    tir = _tir()
+    tir = tir_module()
     import tvm
     check_json(text)
     try:

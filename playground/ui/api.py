@@ -98,8 +98,7 @@ def describe(kernel: str, source: str = "", params: dict | None = None, request:
 
 
 def register(concurrency_limit: int | None, concurrency_id: str) -> None:
-    """Add the endpoints to the Blocks being built (call inside `with gr.Blocks():`)."""
+    """Add the engine's endpoints to the Blocks being built (call inside `with gr.Blocks():`); the class's own
+    (/share, /submit, /leaderboard, /teacher_*) are classroom.register's."""
     for fn in (compile, run, tune, sweep, ir, profile, memcheck, describe):
         gr.api(fn, api_name=fn.__name__, concurrency_limit=concurrency_limit, concurrency_id=concurrency_id)
-    from . import classroom  # the class's endpoints: /share, /open_share, /exercises, /submit, /leaderboard, /teacher_*
-    classroom.register(concurrency_limit, concurrency_id)

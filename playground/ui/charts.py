@@ -16,7 +16,7 @@ FONT = dict(family="ui-sans-serif, system-ui, sans-serif", size=12, color="#8b94
 GRID = "rgba(139,148,158,0.25)"
 
 
-def _layout(fig: go.Figure, title: str, height: int = 320, **kw) -> go.Figure:
+def chart_layout(fig: go.Figure, title: str, height: int = 320, **kw) -> go.Figure:
     fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=14)), height=height, font=FONT,
                       paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
                       margin=dict(l=60, r=20, t=44, b=50), legend=dict(orientation="h", y=-0.2), **kw)
@@ -51,7 +51,7 @@ def speed_figure(result: dict | None) -> go.Figure | None:
                      width=8),
         hovertemplate="%{x}<br>median %{y:.4f} ms<br>%{text}<extra></extra>"))
     fig.update_yaxes(title_text="time per call (ms), lower is better", rangemode="tozero")
-    return _layout(fig, "Kernel vs baselines: median with p20–p80", showlegend=False)
+    return chart_layout(fig, "Kernel vs baselines: median with p20–p80", showlegend=False)
 
 
 def sweep_figure(result: dict | None, metric: str = "tflops") -> go.Figure | None:
@@ -84,7 +84,7 @@ def sweep_figure(result: dict | None, metric: str = "tflops") -> go.Figure | Non
     title = {"tflops": "TFLOP/s", "gbps": "GB/s", "median_ms": "time per call (ms)"}.get(metric, metric)
     fig.update_yaxes(title_text=title, rangemode="tozero")
     fig.update_xaxes(title_text="problem size")
-    return _layout(fig, f"Size sweep: {title}", height=340)
+    return chart_layout(fig, f"Size sweep: {title}", height=340)
 
 
 def history_figure(history: list[dict]) -> go.Figure | None:
@@ -104,7 +104,7 @@ def history_figure(history: list[dict]) -> go.Figure | None:
         hovertemplate="%{x}: %{y:.4f} ms, %{customdata:.1f} TFLOP/s<br>%{text}<extra></extra>"))
     fig.update_yaxes(title_text="median time (ms)", rangemode="tozero")
     fig.update_xaxes(title_text="run of this session")
-    return _layout(fig, "This session's runs (★ fastest)", height=280, showlegend=False)
+    return chart_layout(fig, "This session's runs (★ fastest)", height=280, showlegend=False)
 
 
 def tune_figure(result: dict | None) -> go.Figure | None:
@@ -126,4 +126,4 @@ def tune_figure(result: dict | None) -> go.Figure | None:
                       ", %{customdata:.4f} ms<extra></extra>"))
     fig.update_yaxes(title_text="TFLOP/s" if use_tflops else "GB/s", rangemode="tozero")
     fig.update_xaxes(title_text=" / ".join(space), tickangle=-40)
-    return _layout(fig, "Configurations tried (verified ones, fastest first)", height=340, showlegend=False)
+    return chart_layout(fig, "Configurations tried (verified ones, fastest first)", height=340, showlegend=False)

@@ -30,6 +30,7 @@ from ..course import Classroom as Course, Exercise, client_address, user_name
 from ..course import (EXERCISES_DIR, LOGIN_SEEN, NAME_LIMIT, NO_GPU, in_networks, load_exercises,  # noqa: F401
                       resolve_client)
 from ..settings import current
+from . import gateway
 
 ANNOUNCE_EVERY = 60  # seconds between a page's looks for a new announcement
 
@@ -80,6 +81,9 @@ def classroom() -> Classroom:
         if _classroom is None:
             _classroom = Classroom(current())
         return _classroom
+
+
+gateway.class_room = classroom  # who may log in under any name: the job queue's key asks the class (gateway.py)
 
 
 def install(room: Classroom) -> Classroom:
@@ -822,7 +826,7 @@ def wire(page, demo) -> None:
         if not share_id or not isinstance(draft, dict) or not isinstance(draft.get("source"), str):
             return gr.update(visible=False)
         from . import gateway
-        from .layout import offer_kept
+        from .common import offer_kept
         kernel = str(draft.get("kernel") or "kernel")
         shared = classroom().store.get_share(share_id)
         if gateway.is_original(kernel, draft["source"]) or (shared and shared["source"] == draft["source"]):
@@ -870,7 +874,7 @@ def wire(page, demo) -> None:
         The text it replaces, if edited, is offered as a download."""
         from . import gateway, own_kernel
         from .gateway import student_of
-        from .layout import offer_kept
+        from .common import offer_kept
         ex = classroom().exercises_by_name().get(data[page.exercise] or "")
         if ex is None:
             return {page.status: '<div class="pg-status idle">Pick an exercise first.</div>'}

@@ -176,6 +176,11 @@ def stop(owner: str | None) -> dict:
         return none
 
 
+# The server's class (ui/classroom.py sets this when it is imported): whether one person may log in under any name
+# decides what the job queue counts. The class's section calls the gateway, never the other way round.
+class_room: Callable[[], object] | None = None
+
+
 def student_of(request) -> str:
     """Who the per-student limits (playground/jobs/queue.py) count a request against: the logged-in user (the login's
     user name, or a reverse proxy's user header), else the client's address; never the Gradio session id, which the
@@ -184,10 +189,11 @@ def student_of(request) -> str:
     under any name (a class password, no roster), the login's key also carries the address, which the job queue
     counts too (queue.Student)."""
     name = getattr(request, "username", None) if request is not None else None
-    from .classroom import classroom, client_address  # the one rule for an address (a trusted proxy's X-Forwarded-For)
+    from ..course import client_address  # the one rule for an address (a trusted proxy's X-Forwarded-For)
     if name:
         from playground.jobs.queue import Student
-        return Student(f"user:{name}", client_address(request) if classroom().names_are_free() else None)
+        room = class_room() if class_room is not None else None
+        return Student(f"user:{name}", client_address(request) if room is not None and room.names_are_free() else None)
     host = client_address(request)
     return f"address:{host}" if host else "anon"
 

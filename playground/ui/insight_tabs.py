@@ -34,10 +34,7 @@ def build(page) -> None:
 def _engine_concurrency(page) -> int | None:
     """The limit the page's other engine buttons share (the `engine` concurrency group takes the lowest given)."""
     settings = getattr(page, "settings", None)
-    if settings is not None:
-        return settings.ui_concurrency
-    from . import layout
-    return getattr(layout, "ENGINE_CONCURRENCY", None)
+    return settings.ui_concurrency if settings is not None else None
 
 
 def wire(page) -> None:

@@ -3,15 +3,14 @@ the handlers that wire them to the gateway. Handlers are thin: engine JSON goes 
 highlight/views/charts/history; every engine call goes through `gateway.call` (run_job)."""
 from __future__ import annotations
 
-import contextvars
 import json
 import re
-import threading
 import time
 
 import gradio as gr
 
 from . import api, charts, controls as ctl, downloads, gateway, history as hist, views
+from .common import StagedProgress, download_path, offer_kept, plot, session_of, table, tab_of
 from . import insight_tabs  # the Lowering and Profile tabs, the roofline (issue 21)
 from . import classroom  # share links, the exercise beside the editor, the board, the teacher's view (issue 19)
 from . import own_kernel  # "New kernel": a kernel of one's own, its controls read from its source (issue 18)
@@ -32,19 +31,6 @@ LEGEND = ('<div class="pg-legend">Click or select lines in the editor, or hover 
           '<span class="sw" style="background:#f85149"></span>error line</div>')
 
 
-def download_path(session: str | None, filename: str, text: str) -> str:
-    """Write a download in this student's own folder, 0700, removed when old (downloads.py; Gradio copies it)."""
-    return downloads.write(session, filename, text)
-
-
-def offer_kept(request: gr.Request | None, kernel: str, suffix: str, text: str, label: str):
-    """The "kept" download button (page.kept_draft) offering the user's text that something is about to replace (a
-    share link, an exercise's starter, New kernel): `<kernel><suffix>` in this tab's download folder."""
-    filename = re.sub(r"[^A-Za-z0-9_-]", "", str(kernel)) + suffix
-    return gr.update(value=download_path(getattr(request, "session_hash", None), filename, text), visible=True,
-                     label=label)
-
-
 class SourceEditor(gr.Code):
     """The source editor: a gr.Code whose text goes to the browser as it is. Gradio's strips the leading and
     trailing whitespace of every value it sends, so a kernel, a draft or a share link came back without its final
@@ -55,72 +41,6 @@ class SourceEditor(gr.Code):
 
     def postprocess(self, value):
         return value if isinstance(value, str) else super().postprocess(value)
-
-
-def plot(figure):
-    """A gr.Plot update: the figure, or hidden when there is nothing to draw (an empty plot is a grey box)."""
-    return gr.update(value=figure, visible=figure is not None)
-
-
-def table(frame):
-    """A gr.Dataframe update: the frame, or hidden when it has no rows (an empty one draws columns "1 2 3")."""
-    return gr.update(value=frame, visible=frame is not None and not frame.empty)
-
-
-def _session(request: gr.Request | None) -> str:
-    return gateway.student_of(request)  # the logged-in student, else the client's address (not the session id)
-
-
-def _tab(request: gr.Request | None) -> str | None:
-    """This browser tab (Gradio's session id): whose jobs its Stop button stops (never those of classmates behind
-    the same address, who share `_session`)."""
-    return getattr(request, "session_hash", None) or None
-
-
-class StagedProgress:
-    """The job's progress messages → the stages met so far, each with the seconds spent in it, shown in the status
-    line while the job runs; a ticker redraws it each second so the current stage's time moves during a long nvcc."""
-
-    def __init__(self, progress, action: str):
-        self.progress, self.action = progress, action
-        self.stages: list[tuple[str, float]] = [("queued", time.monotonic())]
-        self.fraction, self.detail = 0.0, ""
-        self.lock = threading.Lock()
-        self.done = threading.Event()
-
-    def __call__(self, what, fraction) -> None:
-        now = time.monotonic()
-        with self.lock:
-            stage = views.progress_stage(str(what))
-            if stage.startswith("queued") and self.stages[-1][0].startswith("queued"):
-                self.stages[-1] = (stage, self.stages[-1][1])  # "queued" learns its place in line
-            elif stage != self.stages[-1][0]:
-                self.stages.append((stage, now))
-            self.fraction = self.fraction if fraction is None else float(fraction)
-            self.detail = str(what)
-        self.show()
-
-    def show(self) -> None:
-        with self.lock:
-            text = views.progress_text(self.stages, time.monotonic(), self.detail)
-            fraction = self.fraction
-        try:
-            self.progress(fraction, desc=f"{self.action}: {text}")
-        except Exception:
-            pass
-
-    def __enter__(self):
-        def tick():
-            while not self.done.wait(1.0):
-                self.show()
-        self.show()
-        # Gradio finds the event a progress update belongs to through context variables: the ticker runs in a copy
-        # of this handler's context.
-        threading.Thread(target=contextvars.copy_context().run, args=(tick,), daemon=True).start()
-        return self
-
-    def __exit__(self, *_):
-        self.done.set()
 
 
 class Page:
@@ -173,6 +93,7 @@ class Page:
             classroom.build_class(self)
 
             api.register(self.settings.ui_concurrency, "engine")
+            classroom.register(self.settings.ui_concurrency, "engine")
             self.wire(demo)
         return demo
 
@@ -473,7 +394,7 @@ class Page:
             text += " " + "; ".join(notes) + "."
         status = f'<div class="pg-status {"fail" if notes else "idle"}">{views.esc(text)}</div>'
         out = self.fresh_kernel_outputs(kernel, source, c, values, dtype, None if arch == AUTO else arch,
-                                        _session(request), status)
+                                        session_of(request), status)
         out[self.banner] = views.banner_html(gateway.health())
         return out
 
@@ -515,7 +436,7 @@ class Page:
         default_dtype = values.pop("dtype")
         arch = None if data[self.arch] in (None, "", AUTO) else data[self.arch]
         out = self.fresh_kernel_outputs(kernel, source, c, values, dtype if dtype in c.dtypes else default_dtype,
-                                        arch, _session(request), status)
+                                        arch, session_of(request), status)
         out.update(own_kernel.leave(self, data))  # one's own kernel's text kept, its controls gone
         if self.shown in data:  # (an exercise's starter and a switch know what the editor held)
             out.update(self.keep_leaving(data))
@@ -536,7 +457,7 @@ class Page:
 
     def on_stop(self, request: gr.Request):
         """Stop: this tab's job ends now (its process killed), and one still queued will not start."""
-        stopped = gateway.stop(_tab(request))
+        stopped = gateway.stop(tab_of(request))
         if stopped["killed"]:
             text = "Stopped: your job was killed; the code and what was shown before it are as they were."
         elif stopped["left"]:  # on a Ray node: not killed from here
@@ -553,14 +474,14 @@ class Page:
         if label in c.presets:
             values.update(ctl.preset_values(c, label))
         out = self.slot_updates(c, values)
-        out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request)))
+        out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, session_of(request)))
         return out
 
     def on_edit(self, data: dict, request: gr.Request):
         """A user edit of the source or a control: save the draft, refresh the link, the .py and the preset, and
         mark values outside the tuned space."""
         kernel, source, c, values, dtype, arch = self.read(data)
-        out = self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request))
+        out = self.draft_and_links(kernel, source, c, values, dtype, arch, session_of(request))
         out[self.preset] = gr.update(value=ctl.preset_for(c, values))
         out.update(self.param_marks(c, values))
         out[self.code_note] = views.edited_note((data.get(self.last) or {}).get("setup"),
@@ -580,11 +501,11 @@ class Page:
         started = time.monotonic()
         with StagedProgress(progress, action) as staged:
             result = gateway.call(action, kernel, source, ctl.engine_params(values, dtype),
-                                  session=_session(request), arch=arch, options=options, on_progress=staged,
-                                  owner=_tab(request))
+                                  session=session_of(request), arch=arch, options=options, on_progress=staged,
+                                  owner=tab_of(request))
         out = {self.status: views.status_html(action, result, waited=time.monotonic() - started)}
         out.update(self.error_outputs(result, source))
-        out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request)))
+        out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, session_of(request)))
         return result, out
 
     def apply_compiled(self, action: str, data: dict, result: dict, request: gr.Request) -> dict:
@@ -604,7 +525,7 @@ class Page:
             out[self.last] = last
             out[self.code_note] = ""
             out[self.resources] = views.resources_html(result)
-            out[self.cu_dl] = gr.update(value=download_path(_session(request), f"{kernel}.cu", result["cuda"]),
+            out[self.cu_dl] = gr.update(value=download_path(session_of(request), f"{kernel}.cu", result["cuda"]),
                                         interactive=True, label=f"Download {kernel}.cu")
         elif previous and previous.get("cuda") and err and not gateway.refused_for_no_gpu(result):
             # No new CUDA (the compile failed): the CUDA still shown is the last good compile's, and says so; the
@@ -665,7 +586,7 @@ class Page:
         best = ((data[self.tuned] or {}).get("best") or {}).get("tile") or {}
         values = ctl.apply_tile(c, values, best)
         out = self.slot_updates(c, values)
-        out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, _session(request)))
+        out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, session_of(request)))
         out[self.status] = (f'<div class="pg-status ok">Applied the best config: '
                             f'<code>{views.esc(views.tile_label(best))}</code>. Run it to see it here.</div>')
         return out

@@ -204,8 +204,8 @@ def missing_values(page, data: dict) -> list[str]:
 def engine_action(page, action: str, data: dict, request, progress, options: dict | None = None):
     """Page.engine_action for a kernel of one's own: the parameters read again if the source changed, the required
     ones asked for, then kernel "" with the source."""
-    from .layout import StagedProgress, _session
-    session = _session(request)
+    from .common import StagedProgress, session_of
+    session = session_of(request)
     started = time.monotonic()
     out = {}
     if stale(page, data):
@@ -238,8 +238,8 @@ def finish(page, action: str, data: dict, result: dict, out: dict, session: str,
 
 def show(page, data: dict, source: str, request, status: str, fresh: bool = True) -> dict:
     """Everything the page shows for the kernel of one's own in `source`, its parameters read."""
-    from .layout import _session
-    session = _session(request)
+    from .common import session_of
+    session = session_of(request)
     data[page.editor] = source
     d, controls_out = refresh(page, data, session, fresh=fresh)
     kernel, _, c, values, dtype, arch = read(page, data)
@@ -271,7 +271,7 @@ def on_new(page, data: dict, request, progress=gr.Progress()) -> dict:
 
 def replaced(page, data: dict, request):
     """One's own kernel replaced by a new one: its text, unless it is a start unchanged, offered as a download."""
-    from .layout import offer_kept
+    from .common import offer_kept
     text = data.get(page.editor) or ""
     unchanged = text == template_source() or any(gateway.is_original(k, text) for k in page.names)
     if not is_own(page, data) or not text.strip() or unchanged:
@@ -282,7 +282,7 @@ def replaced(page, data: dict, request):
 def shipped_values(page, data: dict, start: str, request) -> dict:
     """A copy of a shipped kernel, read as a plain TileLang file, may require arguments its factory gave defaults
     for (gemm's schedules take every size and tile): those start at the shipped kernel's defaults."""
-    from .layout import _session
+    from .common import session_of
     own = data.get(page.own) or {}
     shipped = {k: str(v) for k, v in (gateway.describe(start).get("defaults") or {}).items()}
     _, source, c, values, dtype, arch = read(page, data)
@@ -291,7 +291,7 @@ def shipped_values(page, data: dict, start: str, request) -> dict:
         return {}
     values = {**values, **given}
     out = control_outputs(page, c, values, dtype, own)
-    out.update(page.draft_and_links(OWN, source, c, values, dtype, arch, _session(request)))
+    out.update(page.draft_and_links(OWN, source, c, values, dtype, arch, session_of(request)))
     out[page.share] = ""
     return out
 
@@ -321,11 +321,11 @@ def on_load(page, draft: dict, data: dict, request) -> dict:
                '<div class="pg-status idle">Restored your draft of your own kernel.</div>')
     _, _, c, defaults, dtype, arch = read(page, data)
     if values:
-        from .layout import _session
+        from .common import session_of
         merged = {**defaults, **{k: v for k, v in values.items() if k in defaults}}
         dtype = draft.get("dtype") if draft.get("dtype") in c.dtypes else dtype
         out.update(control_outputs(page, c, merged, dtype, data[page.own]))
-        out.update(page.draft_and_links(OWN, data[page.editor], c, merged, dtype, arch, _session(request)))
+        out.update(page.draft_and_links(OWN, data[page.editor], c, merged, dtype, arch, session_of(request)))
         out[page.share] = ""
     out[page.banner] = views.banner_html(gateway.health())
     return out
@@ -333,12 +333,12 @@ def on_load(page, draft: dict, data: dict, request) -> dict:
 
 def on_read(page, data: dict, request, progress=gr.Progress()) -> dict:
     """"Read parameters": the controls rebuilt from the source as it is now."""
-    from .layout import _session
+    from .common import session_of
     progress(None, desc="reading the parameters of the source")
     if not is_own(page, data):
         return {page.status: '<div class="pg-status idle">A shipped kernel\'s controls are its own; "New kernel" '
                              "starts a kernel of your own.</div>"}
-    d, out = refresh(page, data, _session(request))
+    d, out = refresh(page, data, session_of(request))
     _, source, c, values, dtype, arch = read(page, data)
     out.update(page.error_outputs(d if not d.get("ok") else None, source))
     if d.get("ok"):
@@ -351,11 +351,11 @@ def on_read(page, data: dict, request, progress=gr.Progress()) -> dict:
 
 def on_entry(page, data: dict, request) -> dict:
     """Another kernel of the file picked: its parameters."""
-    from .layout import _session
+    from .common import session_of
     if not is_own(page, data):
         return {}
     data[page.own] = {**(data.get(page.own) or {}), "entry": None}
-    d, out = refresh(page, data, _session(request), fresh=True)
+    d, out = refresh(page, data, session_of(request), fresh=True)
     if not d.get("ok"):
         out[page.status] = views.status_html("describe", {**d, "kernel": "my kernel"})
     return out

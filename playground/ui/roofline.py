@@ -14,7 +14,7 @@ import math
 
 import plotly.graph_objects as go
 
-from .charts import BASELINE_COLORS, KERNEL_COLOR, _layout
+from .charts import BASELINE_COLORS, KERNEL_COLOR, chart_layout
 
 ROOF_COLOR = "#8b949e"
 
@@ -84,4 +84,4 @@ def roofline_figure(result: dict | None) -> go.Figure | None:
     fig.update_yaxes(type="log", title_text="TFLOP/s")
     title = (f"Roofline: {roofline_label(p)} (copy {p['copy_gbps']:,.0f} GB/s, "
              f"matmul {p['peak_tflops']:.0f} TFLOP/s, measured)")
-    return _layout(fig, title, height=360)
+    return chart_layout(fig, title, height=360)
