@@ -507,13 +507,13 @@ def _request(address: str, session: str, username: str | None = None):
 def test_new_sessions_from_one_client_share_its_limits():
     from playground.jobs.queue import Busy, Scheduler
     from playground.settings import Settings
-    from playground.ui import api, gateway, layout
+    from playground.ui import api, common, gateway
     # Many sessions, one student: the key is the login, else the address, never the session id.
     assert {gateway.student_of(_request("203.0.113.5", f"s{i}")) for i in range(20)} == {"address:203.0.113.5"}
     assert {gateway.student_of(_request(f"198.51.100.{i}", f"s{i}", "ana")) for i in range(5)} == {"user:ana"}
     assert gateway.student_of(_request("203.0.113.5", "s1")) != gateway.student_of(_request("203.0.113.6", "s1"))
-    # The page's handlers and the API endpoints take that key (layout._session, api's endpoints).
-    assert layout._session(_request("203.0.113.5", "fresh-session")) == "address:203.0.113.5"
+    # The page's handlers and the API endpoints take that key (common.session_of, api's endpoints).
+    assert common.session_of(_request("203.0.113.5", "fresh-session")) == "address:203.0.113.5"
     assert "gateway.student_of(request)" in Path(api.__file__).read_text()
     assert "session_hash" not in Path(api.__file__).read_text()
     # And the queue then holds a script opening 10 sessions to the 3 jobs of one student.
