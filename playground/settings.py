@@ -65,8 +65,9 @@ class Settings:
                                 "boundary)")
     # -- a class (playground/store, playground/ui/classroom.py) ---------------------------------------------------
     data_dir: Path = setting(None, "PLAYGROUND_DATA", "the folder of the class's SQLite database (share links, the "
-                             "roster, submissions, boards) and of the tuning runs kept for everyone "
-                             "(`tuned-configs.json`)", "`./data`", factory=lambda: Path("data"))
+                             "roster, submissions, boards), of the tuning runs kept for everyone "
+                             "(`tuned-configs.json`) and of the compile cache (`compile-cache/`)", "`./data`",
+                             factory=lambda: Path("data"))
     teacher_password: str | None = setting(None, "PLAYGROUND_TEACHER_PASSWORD",
                                            "the teacher's password (user name `teacher`): the teacher's view; unset: "
                                            "no teacher's view", "unset", secret=True)
@@ -134,6 +135,13 @@ class Settings:
                                 "bytes of a job's answer (a profile's may carry its Nsight Compute report on top); "
                                 "its texts are cut where no kernel's reach (playground/jobs/limits.py)")
     stderr_bytes: int = setting(8 * MiB, "PLAYGROUND_STDERR_BYTES", "bytes a job may print before it is stopped")
+    compile_cache_bytes: int = setting(2 * GiB, "PLAYGROUND_COMPILE_CACHE_BYTES",
+                                       "bytes of compile answers and nvcc outputs the server keeps in its data "
+                                       "folder (`compile-cache/`: shared by the class, kept across restarts); the "
+                                       "least recently used go first; `0`: in memory only")
+    prewarm: bool = setting(True, "PLAYGROUND_PREWARM",
+                            "`1`: once the server is up, compile the shipped kernels at the page's first request "
+                            "into the compile cache, in the background (a slot of its own, niced); `0`: not", "`1`")
     ray: str | None = setting(None, "PLAYGROUND_RAY",
                               "a Ray cluster's head (`host:6379`): jobs run on its nodes (README: Several servers: "
                               "Ray); unset: on this server", "unset")

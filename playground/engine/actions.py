@@ -76,7 +76,8 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
             resolved["config"] = config.to_json()
             if action == "compile":
                 from .compile import compile_kernel
-                result = compile_kernel(kernel, config, arch, progress=options.get("progress"))
+                result = compile_kernel(kernel, config, arch, progress=options.get("progress"),
+                                        nvcc_outputs=options.get("nvcc_outputs"))
             elif action == "run":
                 from .run import run
                 result = run(kernel, config, arch, seed=options.get("seed"), graph=options.get("graph", False),

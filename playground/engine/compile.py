@@ -4,6 +4,7 @@ Compiling needs no GPU: TileLang lowers on the CPU and nvcc runs there when the 
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -14,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from . import compile_cache as cache, limits
 from .errors import StageError, clip, first_line, format_exception, user_line_from_text, user_line_from_traceback
@@ -109,6 +110,24 @@ def split_line_directives_with_origins(cuda: str, user_file: str, source: str = 
         line_map.append(None if blank else current)
         origins.append(None if blank else origin)
     return "\n".join(out) + "\n", line_map, origins, files
+
+
+def nvcc_user_lines(cuda: str, user_file: str) -> list[int | None]:
+    """For each CUDA line that is not a `#line` directive, the line of the user's file nvcc counts it as (a directive
+    names the line after it; each line after that counts one more), None where the last directive named another
+    file: what the PTX's `.loc` lines come from. Two layouts of one source that give one CUDA text pair up line by
+    line, which says where each line a `.loc` may name went (a kept PTX moved to the edited source)."""
+    user = os.path.realpath(user_file)
+    out: list[int | None] = []
+    line: int | None = None
+    for text in cuda.splitlines():
+        m = LINE_DIRECTIVE.match(text)
+        if m:
+            line = int(m.group(1)) if os.path.realpath(m.group(2)) == user else None
+            continue
+        out.append(line)
+        line = None if line is None else line + 1
+    return out
 
 
 def kernel_module_dirs(user_file: str) -> tuple[Path, ...]:
@@ -547,31 +566,97 @@ def block_threads(launch: dict) -> int | None:
     return block[0] * block[1] * block[2]
 
 
-@contextlib.contextmanager
-def reporting_nvcc(progress: Callable[[str, float], None] | None):
-    """Report the moment TileLang hands the generated CUDA to nvcc (the end of lowering): a page shows the two
-    stages apart. TileLang calls nvcc through its contrib module's compile_cuda, looked up at call time."""
-    if progress is None:
-        yield
-        return
-    from tilelang.contrib import nvcc
-    original = nvcc.compile_cuda
+class NvccOutputs(Protocol):
+    """Who hears the generated CUDA the moment lowering ends, and may hand back nvcc's output kept for that very CUDA
+    text: a job's worker passes both on to the server (jobs/worker.py), which keeps nvcc's outputs keyed by the CUDA
+    (compile_cache.nvcc_key) and answers only from outputs it trusts (playground/jobs/README.md, the threat model)."""
 
-    def compile_cuda(*args, **kwargs):
-        progress("nvcc: compiling the generated CUDA", 0.5)
-        return original(*args, **kwargs)
-    nvcc.compile_cuda = compile_cuda
-    try:
-        yield
-    finally:
-        nvcc.compile_cuda = original
+    def lowered(self, partial: dict) -> dict | None:
+        """`partial`: the CUDA (no `#line` directives), its line map and origins, the arch and what nvcc would be
+        handed ("nvcc": {"format", "arch", "options"}). Returns {"ptx", "sass", "ptxas_log", "cubin_b64",
+        "line_map"} kept for that CUDA, or None: nvcc runs."""
+
+    def compiled(self, made: dict) -> None:
+        """nvcc ran: {"cubin_b64"} (the PTX, SASS and ptxas's log are in the answer)."""
+
+
+KNOWN_FIELDS = {"ptx": str, "sass": str, "ptxas_log": str, "cubin_b64": str, "line_map": list}
+
+
+def _stable_options(options) -> list[str]:
+    """nvcc's options as TileLang passes them, the job's own temporary folder (-keep-dir) left out: what nvcc's
+    output depends on."""
+    items = [options] if isinstance(options, str) else [str(o) for o in options or []]
+    out, skip = [], False
+    for item in items:
+        if skip:
+            out.append("KEEP_DIR")
+            skip = False
+            continue
+        out.append(item)
+        skip = item == "-keep-dir"
+    return out
+
+
+class _Nvcc:
+    """TileLang's one call of nvcc in a compile, watched: the moment it comes (lowering has ended) the CUDA goes out
+    as a partial answer, and nvcc runs unless the CUDA's output is handed back (`outputs.lowered`)."""
+
+    def __init__(self, kernel: Kernel, arch: str, progress, outputs: NvccOutputs | None):
+        self.kernel, self.arch, self.progress, self.outputs = kernel, arch, progress, outputs
+        self.partial: dict | None = None
+        self.known: dict | None = None
+        self.cubin: bytes | None = None
+
+    def compile_cuda(self, original, code, target_format="ptx", arch=None, options=None, *args, **kwargs):
+        if self.partial is not None or (self.progress is None and self.outputs is None):
+            return original(code, target_format, arch, options, *args, **kwargs)
+        user_file = str(self.kernel.path)
+        cuda, line_map, origins, files = split_line_directives_with_origins(
+            code, user_file, self.kernel.source, kernel_module_dirs(user_file))
+        self.partial = {"cuda": cuda, "line_map": line_map, "user_lines": nvcc_user_lines(code, user_file),
+                        "line_origins": origins if any(origins) else None,
+                        "origin_lines": origin_quotes(origins, files) if any(origins) else None, "arch": self.arch,
+                        "nvcc": {"format": target_format, "arch": arch, "options": _stable_options(options)}}
+        known = self.outputs.lowered(self.partial) if self.outputs is not None else None
+        if isinstance(known, dict) and all(isinstance(known.get(k), t) for k, t in KNOWN_FIELDS.items()):
+            try:
+                cubin = base64.b64decode(known["cubin_b64"], validate=True)
+            except ValueError:
+                cubin = b""
+            if cubin:
+                self.known = known
+                if self.progress:
+                    self.progress("nvcc: skipped, this CUDA was compiled before (only the line map is new)", 0.8)
+                return bytearray(cubin)
+        if self.progress:
+            self.progress("nvcc: compiling the generated CUDA", 0.5)
+        out = original(code, target_format, arch, options, *args, **kwargs)
+        self.cubin = bytes(out)
+        return out
+
+    @contextlib.contextmanager
+    def hooked(self):
+        """TileLang calls nvcc through its contrib module's compile_cuda, looked up at call time."""
+        from tilelang.contrib import nvcc
+        original = nvcc.compile_cuda
+
+        def compile_cuda(*args, **kwargs):
+            return self.compile_cuda(original, *args, **kwargs)
+        nvcc.compile_cuda = compile_cuda
+        try:
+            yield self
+        finally:
+            nvcc.compile_cuda = original
 
 
 def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_cache: bool = False,
-          progress: Callable[[str, float], None] | None = None) -> Built:
+          progress: Callable[[str, float], None] | None = None, nvcc_outputs: NvccOutputs | None = None) -> Built:
     """Compile `kernel` at `config` for `arch`. Without TileLang's cache (the default) every artifact is fresh:
     PTX, ptxas figures and the launch shape come from this compile, not from a stored library. `progress` hears
-    the stages: lowering, nvcc, ptxas."""
+    the stages: lowering, nvcc, ptxas. `nvcc_outputs` hears the CUDA when lowering ends (a partial answer) and may
+    hand back nvcc's output kept for that CUDA: then nvcc, ptxas and nvdisasm do not run, and only the line map
+    (and the PTX's line information) is made anew."""
     import tilelang
     arch = resolve_arch(arch)
     user_file = str(kernel.path)
@@ -591,7 +676,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         if not use_tilelang_cache:
             tilelang.env.disable_cache()
         try:
-            with contextlib.redirect_stdout(sys.stderr), reporting_nvcc(progress), \
+            with contextlib.redirect_stdout(sys.stderr), _Nvcc(kernel, arch, progress, nvcc_outputs).hooked() as nvcc, \
                     limits.while_lowered(arch, limits.shared_buffers(prim_func), user_file, kernel.source):
                 jit = tilelang.compile(prim_func, target={"kind": "cuda", "arch": arch}, pass_configs=pass_configs)
         except StageError:
@@ -602,16 +687,29 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
             if was_enabled:
                 tilelang.env.enable_cache()
         seconds = time.perf_counter() - start
-        ptx_files = sorted(Path(keep).glob("*.ptx"))
-        if ptx_files:
-            ptx = ptx_files[0].read_text()
-        else:  # TileLang's cache served the binary: ask nvcc for the PTX
-            ptx = jit._get_ptx()
-            ptx_files = [Path(keep) / "kernel.ptx"]
-            ptx_files[0].write_text(ptx)
-        if progress:
-            progress("ptxas: registers, shared memory and SASS", 0.85)
-        figures, ptxas_log, sass = ptxas_resources(ptx_files[0], arch)
+        if nvcc.known is not None:  # nvcc's output for this very CUDA, kept: its PTX's lines moved to this source
+            known = nvcc.known
+            old_lines, new_lines = known.get("user_lines"), nvcc.partial["user_lines"]
+            if isinstance(old_lines, list) and len(old_lines) == len(new_lines):  # CUDA line by CUDA line
+                moved = {a: b for a, b in zip(old_lines, new_lines) if isinstance(a, int) and isinstance(b, int)}
+            else:
+                moved = cache.mapping_between_line_maps(known["line_map"], nvcc.partial["line_map"])
+            ptx = cache.remap_loc(known["ptx"], str(known.get("source_file") or user_file), moved)
+            ptxas_log, sass = known["ptxas_log"], known["sass"]
+            figures = parse_ptxas(ptxas_log)
+        else:
+            ptx_files = sorted(Path(keep).glob("*.ptx"))
+            if ptx_files:
+                ptx = ptx_files[0].read_text()
+            else:  # TileLang's cache served the binary: ask nvcc for the PTX
+                ptx = jit._get_ptx()
+                ptx_files = [Path(keep) / "kernel.ptx"]
+                ptx_files[0].write_text(ptx)
+            if progress:
+                progress("ptxas: registers, shared memory and SASS", 0.85)
+            figures, ptxas_log, sass = ptxas_resources(ptx_files[0], arch)
+            if nvcc_outputs is not None and nvcc.cubin:
+                nvcc_outputs.compiled({"cubin_b64": base64.b64encode(nvcc.cubin).decode()})
 
     kernel_dirs = kernel_module_dirs(user_file)
     cuda, line_map, origins, origin_files = split_line_directives_with_origins(
@@ -652,6 +750,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         "line_origins": origins if any(origins) else None,
         "origin_lines": origin_quotes(origins, origin_files) if any(origins) else None,
         "compile_seconds": round(seconds, 3),
+        "nvcc_reused": nvcc.known is not None,  # nvcc's output for this CUDA was kept: nvcc and ptxas did not run
         "warnings": warnings,
         "cached": False,
         "error": None,
@@ -659,7 +758,8 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
     return Built(jit, result)
 
 
-RESULT_FORMAT = 4  # raised when a compile result gains a field (2: "sass", 3: resources.sass_mix, 4: warnings)
+RESULT_FORMAT = 5  # raised when a compile result gains a field (2: "sass", 3: resources.sass_mix, 4: warnings,
+#                   5: nvcc_reused)
 
 
 def compile_key(kernel: Kernel, config: Config, arch: str) -> str:
@@ -668,14 +768,15 @@ def compile_key(kernel: Kernel, config: Config, arch: str) -> str:
 
 
 def compile_kernel(kernel: Kernel, config: Config, arch: str | None = None,
-                   progress: Callable[[str, float], None] | None = None) -> dict:
+                   progress: Callable[[str, float], None] | None = None,
+                   nvcc_outputs: NvccOutputs | None = None) -> dict:
     """The compile result as JSON, from the cache when the same source, parameters, target and TileLang were
-    compiled before. `progress` hears the stages of a compile that is not cached."""
+    compiled before. `progress` hears the stages of a compile that is not cached; `nvcc_outputs` (build) its CUDA."""
     arch = resolve_arch(arch)
     k = compile_key(kernel, config, arch)
     hit = cache.get("compile", k)
     if hit is not None and hit.get("source_file") == str(kernel.path):
         return {**hit, "cached": True}
-    result = build(kernel, config, arch, progress=progress).result
+    result = build(kernel, config, arch, progress=progress, nvcc_outputs=nvcc_outputs).result
     cache.put("compile", k, result)
     return result

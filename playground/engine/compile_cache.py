@@ -1,9 +1,28 @@
-"""Where the playground keeps what it can reuse: edited sources and compile results, keyed by what they depend on."""
+"""Where the playground keeps what it can reuse, keyed by what it depends on.
+
+- `get`/`put`: this process's own cache folder (`cache_dir`: the command line's; a job's is inside its own folder):
+  compile results, the GPU's ceilings.
+- `Store`: a folder of JSON entries bounded in bytes, least recently used out, each written whole or not at all (a
+  temporary file renamed over), a file that cannot be read back as the entry it should be a miss (and removed),
+  never an error. The job layer's compile cache in the server's data folder is one (jobs/result_cache.py).
+- `nvcc_key`: what nvcc's output for a generated CUDA text depends on: that text without its `#line` directives,
+  nvcc's flags and target, TileLang's version (whose nvcc and headers compile it). An edit that leaves the CUDA as
+  it was (a comment, a rename of a Python name, a blank line) has the same key: nvcc and ptxas need not run again.
+- `program_of` / `line_mapping`: a Python source as a program, its tokens without comments, blank lines, line breaks
+  inside brackets and the spacing between tokens; two sources with the same program differ in how they are laid
+  out only, and `line_mapping` says where each line of the one went in the other. Read with `tokenize`, never run.
+- `remap_loc`: the PTX's line information (`.loc`, `inlined_at`) moved to the lines of the edited source.
+"""
 from __future__ import annotations
 
+import collections
 import hashlib
+import io
 import json
 import os
+import re
+import threading
+import tokenize
 from pathlib import Path
 
 from ..settings import current as current_settings
@@ -37,14 +56,261 @@ def key(*parts) -> str:
 def get(kind: str, k: str) -> dict | None:
     path = cache_dir() / kind / f"{k}.json"
     try:
-        return json.loads(path.read_text())
+        value = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return value if isinstance(value, dict) else None
 
 
 def put(kind: str, k: str, value: dict) -> None:
     folder = cache_dir() / kind
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{k}.{os.getpid()}.tmp"
+    tmp = folder / f".{k}.{os.getpid()}.{threading.get_ident()}.tmp"
     tmp.write_text(json.dumps(value))
     tmp.replace(folder / f"{k}.json")
+
+
+# -- a bounded store on disk ---------------------------------------------------------------------------------------
+_KEY = re.compile(r"[0-9a-f]{64}")
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+class Store:
+    """JSON entries in `folder`/<kind>/<key>.json, `budget` bytes in all, the least recently used removed first.
+
+    An entry is written to a temporary file and renamed over its name, so a reader sees the whole entry or none;
+    each file holds its kind and key beside the value, so a file that is cut, changed or put under another name is
+    told apart from an entry and read as a miss (and removed). Recency is the file's modification time (touched on
+    each read), so it outlives a restart. The folder is the server's own (0700): jobs never see it."""
+
+    ENTRY_FORMAT = 1
+
+    def __init__(self, folder: Path, budget: int):
+        self.folder = Path(folder)
+        self.budget = max(0, int(budget))
+        self.lock = threading.Lock()
+        self.index: collections.OrderedDict[str, int] = collections.OrderedDict()  # "kind/key" → bytes, oldest first
+        self.used = 0
+        self.hits = self.misses = self.writes = self.corrupt = 0
+        self._scan()
+
+    def _scan(self) -> None:
+        found = []
+        try:
+            kinds = [d for d in self.folder.iterdir() if d.is_dir() and _KIND.fullmatch(d.name)]
+        except OSError:
+            kinds = []
+        for folder in kinds:
+            try:
+                files = list(os.scandir(folder))
+            except OSError:
+                continue
+            for f in files:
+                try:
+                    if f.name.endswith(".tmp"):  # a write that a stop cut short
+                        os.unlink(f.path)
+                    elif f.name.endswith(".json") and _KEY.fullmatch(f.name[:-5]):
+                        st = f.stat()
+                        found.append((st.st_mtime, f"{folder.name}/{f.name[:-5]}", st.st_size))
+                except OSError:
+                    continue
+        with self.lock:
+            for _, name, size in sorted(found):
+                self.index[name] = size
+                self.used += size
+            self._evict()
+
+    def _path(self, kind: str, key: str) -> Path:
+        if not (_KIND.fullmatch(kind) and _KEY.fullmatch(key)):
+            raise ValueError(f"not a cache entry's name: {kind!r}/{key!r}")
+        return self.folder / kind / f"{key}.json"
+
+    def _evict(self) -> None:
+        """(with the lock held) Remove the least recently used entries until the store fits its budget."""
+        while self.used > self.budget and self.index:
+            name, size = self.index.popitem(last=False)
+            self.used -= size
+            try:
+                os.unlink(self.folder / f"{name}.json")
+            except OSError:
+                pass
+
+    def _forget(self, name: str, remove: bool) -> None:
+        with self.lock:
+            size = self.index.pop(name, None)
+            if size is not None:
+                self.used -= size
+        if remove:
+            try:
+                os.unlink(self.folder / f"{name}.json")
+            except OSError:
+                pass
+
+    def get(self, kind: str, key: str) -> dict | None:
+        """The entry's value, or None: absent, unreadable, or not the entry its name says (then it is removed)."""
+        path, name = self._path(kind, key), f"{kind}/{key}"
+        try:
+            data = path.read_bytes()
+        except OSError:
+            self._forget(name, remove=False)
+            with self.lock:
+                self.misses += 1
+            return None
+        try:
+            entry = json.loads(data)
+            ok = (isinstance(entry, dict) and entry.get("format") == self.ENTRY_FORMAT and entry.get("kind") == kind
+                  and entry.get("key") == key and isinstance(entry.get("value"), dict))
+        except (ValueError, RecursionError, UnicodeDecodeError):
+            ok = False
+        if not ok:
+            self._forget(name, remove=True)
+            with self.lock:
+                self.misses += 1
+                self.corrupt += 1
+            return None
+        try:
+            os.utime(path)
+        except OSError:
+            pass
+        with self.lock:
+            self.hits += 1
+            if name in self.index:
+                self.index.move_to_end(name)
+            else:  # written by another process since the scan
+                self.index[name] = len(data)
+                self.used += len(data)
+                self._evict()
+        return entry["value"]
+
+    def put(self, kind: str, key: str, value: dict) -> bool:
+        """Keep `value` (False: larger than half the budget, or the disk refused it)."""
+        path, name = self._path(kind, key), f"{kind}/{key}"
+        data = json.dumps({"format": self.ENTRY_FORMAT, "kind": kind, "key": key, "value": value}).encode()
+        if len(data) > self.budget // 2:
+            return False
+        tmp = path.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.folder, 0o700)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return False
+        with self.lock:
+            old = self.index.pop(name, None)
+            if old is not None:
+                self.used -= old
+            self.index[name] = len(data)
+            self.used += len(data)
+            self.writes += 1
+            self._evict()
+        return True
+
+    def clear(self) -> None:
+        """Remove every entry (those another process wrote into the folder too)."""
+        with self.lock:
+            self.index, self.used = collections.OrderedDict(), 0
+            for path in self.folder.glob("*/*.json"):
+                if _KIND.fullmatch(path.parent.name) and _KEY.fullmatch(path.stem):
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return {"entries": len(self.index), "bytes": self.used, "budget": self.budget, "hits": self.hits,
+                    "misses": self.misses, "writes": self.writes, "corrupt": self.corrupt}
+
+
+# -- what nvcc's output depends on --------------------------------------------------------------------------------
+NVCC_FORMAT = 1  # bump when the shape of a kept nvcc output changes
+
+
+def nvcc_key(cuda: str, nvcc: dict, tilelang_version: str) -> str:
+    """The key of nvcc's output for the CUDA text `cuda` (its `#line` directives taken out), compiled with `nvcc`
+    ({"format", "arch", "options"}: what TileLang handed nvcc, the job's temporary folders left out)."""
+    blob = json.dumps(["nvcc", NVCC_FORMAT, cuda, nvcc, tilelang_version], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# -- a source as a program -------------------------------------------------------------------------------------------
+_LAYOUT = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
+_STRUCTURE = {tokenize.INDENT, tokenize.DEDENT, tokenize.NEWLINE}  # their text is spacing: only their place counts
+
+
+def program_of(source: str) -> tuple[str, list[tuple[int, int]]] | None:
+    """(a digest of the source's tokens, where each token starts) or None where Python cannot tokenize it.
+
+    Comments, blank lines, line breaks inside brackets, the spacing between tokens and the depth of indentation are
+    left out; every other token counts with its text. Two sources with one digest are one program laid out two
+    ways (a docstring, a string or a name that changed is another program)."""
+    tokens, starts = [], []
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(source).readline):
+            if t.type in _LAYOUT:
+                continue
+            tokens.append([t.type, "" if t.type in _STRUCTURE else t.string])
+            starts.append(t.start)
+    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return hashlib.sha256(json.dumps(tokens).encode()).hexdigest(), starts
+
+
+def line_mapping(old: list[tuple[int, int]], new: list[tuple[int, int]], lines: int = 0) -> dict[int, int]:
+    """{a line of the old source: its line in the new one}, from the starts of the same program's tokens in each (a
+    line goes where its first token went). A line without a token (a comment, a blank line: TileLang's spans name
+    one at times) goes with the next line that has one, keeping its distance; `lines`: the old source's count."""
+    out: dict[int, int] = {}
+    for (old_line, _), (new_line, _) in zip(old, new):
+        out.setdefault(old_line, new_line)
+    anchor = None
+    for line in range(max([lines, *out]) if out else 0, 0, -1):
+        if line in out:
+            anchor = line
+        elif anchor is not None:
+            out[line] = max(1, out[anchor] - (anchor - line))
+        elif out:  # after the last token: from the last line that has one
+            last = max(out)
+            out[line] = out[last] + (line - last)
+    return out
+
+
+def mapping_between_line_maps(old: list, new: list) -> dict[int, int]:
+    """{a user line of `old`: the user line of `new`} for one CUDA text's two line maps (the same CUDA line, made from
+    two layouts of the source)."""
+    out: dict[int, int] = {}
+    if len(old) != len(new):
+        return out
+    for a, b in zip(old, new):
+        if isinstance(a, int) and isinstance(b, int):
+            out.setdefault(a, b)
+    return out
+
+
+_PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.M)
+_PTX_LOC = re.compile(r"(\.loc\s+|inlined_at\s+)(\d+)(\s+)(\d+)")
+
+
+def remap_loc(ptx: str, user_file: str, mapping: dict[int, int]) -> str:
+    """`ptx` with the line of each `.loc` and `inlined_at` in the file named like `user_file` moved by `mapping`
+    (the PTX's line information, as nvcc wrote it from the CUDA's `#line` directives)."""
+    name = os.path.basename(user_file)
+    files = {m.group(1) for m in _PTX_FILE.finditer(ptx)
+             if m.group(2) == user_file or os.path.basename(m.group(2)) == name}
+    if not files or not mapping:
+        return ptx
+
+    def move(m: re.Match) -> str:
+        if m.group(2) not in files:
+            return m.group(0)
+        line = int(m.group(4))
+        return f"{m.group(1)}{m.group(2)}{m.group(3)}{mapping.get(line, line)}"
+    return _PTX_LOC.sub(move, ptx)

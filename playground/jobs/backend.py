@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
 from ..engine.answers import Answer
+from .job import Exchange
 from .result_cache import ROOT
 from .sandbox import Mode
 
@@ -49,13 +50,16 @@ class Backend(Protocol):
         """Start what jobs need ahead of the first one (spare workers)."""
 
     def run(self, request: dict, *, gpu: int | None, timeout: float, progress: Progress,
-            started: Callable[[object], None], files: JobFiles) -> Answer:
+            started: Callable[[object], None], files: JobFiles, exchange: Exchange | None = None,
+            background: bool = False) -> Answer:
         """Run one request (`gpu`: the queue's GPU token, None for a CPU job) and wait for its answer, never
         raising for the job's own failures. `started(job)` as soon as a worker holds it: the page's Stop kills it
         through its `kill()` where this server can (a local worker; a job on a Ray node has none and runs on to its
         end there, its answer dropped). `files` are written into the job's folder before it starts, where that
-        folder is on this machine. Nothing of the job is left when this returns: the caller may hand its queue
-        slot on."""
+        folder is on this machine. `exchange` (a compile's): its partial answer, and nvcc's output the server keeps
+        for its CUDA, where the backend can pass them (job.Exchange; a Ray node's compile has neither). `background`:
+        a job nobody waits for (the pre-warm), whose processes yield the CPU to students' jobs. Nothing of the job
+        is left when this returns: the caller may hand its queue slot on."""
 
     def idle(self) -> bool:
         """Nothing is being started: every spare worker is ready (tests and measurements wait for this)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import json
+import logging
 import os
 import queue
 import re
@@ -27,6 +28,21 @@ from ..engine.answers import failed
 from ..engine.errors import StageError, clip
 from ..settings import Settings, current
 from . import limits, sandbox
+
+log = logging.getLogger("playground.jobs")
+
+
+class Exchange:
+    """What a compile job and the server say besides its progress and its answer: the job's partial answer (its CUDA
+    and line map, the moment lowering ends) to `partial`; where `known` is set, its reply to the job (nvcc's output
+    the server keeps for that CUDA, or None); what the job sent, kept for the server: `lowered` (the partial) and
+    `made` (nvcc ran: {"cubin_b64"})."""
+
+    def __init__(self, partial: Callable[[dict], None] | None = None,
+                 known: Callable[[dict], dict | None] | None = None):
+        self.partial, self.known = partial, known
+        self.lowered: dict | None = None
+        self.made: dict | None = None
 
 
 # bwrap --die-with-parent (and PR_SET_PDEATHSIG in general) fires when the *thread* that started the process ends,
@@ -125,8 +141,10 @@ def bound_answer(value, key: str | None = None):
 
 
 class Job:
-    def __init__(self, gpu: bool, gpu_index: int | None = None, settings: Settings | None = None):
+    def __init__(self, gpu: bool, gpu_index: int | None = None, settings: Settings | None = None,
+                 nice: int = 0):
         self.gpu, self.gpu_index = gpu, gpu_index
+        self.nice = nice  # a background job's (the pre-warm's): its processes yield the CPU to students' jobs
         self.settings = settings = settings or current()
         if sandbox.mode(settings).refused:  # the sandbox is wanted and cannot be made: no worker starts
             raise sandbox.Refused(sandbox.mode(settings).refused)
@@ -177,7 +195,7 @@ class Job:
         return _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds,
                       env=sandbox.job_env(inside, self.uid, gpu_index, self.settings), cwd=self.dir,
                       start_new_session=True,  # its own group: one kill reaches every child
-                      preexec_fn=lambda: limits.apply_rlimits(self.settings, gpu))
+                      preexec_fn=lambda: limits.apply_rlimits(self.settings, gpu, self.nice))
 
     # -- the two pipes --------------------------------------------------------------------------------------------
     def _read_stdout(self) -> None:
@@ -345,18 +363,26 @@ class Job:
                 return False
         return True
 
-    def run(self, request: dict, timeout: float, on_progress: Callable[[str, float], None]) -> dict:
+    def run(self, request: dict, timeout: float, on_progress: Callable[[str, float], None],
+            exchange: Exchange | None = None) -> dict:
+        """Hand the job its request and watch it until it answers. `exchange`: a compile's partial answer goes to
+        `exchange.partial`, and where `exchange.known` is set, the server's reply (nvcc's output it keeps for the
+        job's CUDA) goes back to the job; what the job says it made is kept in `exchange.made`."""
         action, kernel = request["action"], request["kernel"]
+        ask = exchange is not None and exchange.known is not None
         # The job's own alarm fires first and names the user's line; the kill from here is the backstop.
-        request = {**request, "timeout": max(1.0, timeout - limits.GRACE)}
+        request = {**request, "timeout": max(1.0, timeout - limits.GRACE), "ask_nvcc": ask}
         self.answer_limit = limits.answer_bytes(self.settings, action)
         try:
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
-            self.proc.stdin.close()
+            self.proc.stdin.flush()
+            if not ask:
+                self.proc.stdin.close()
         except OSError:
             pass
         deadline = time.monotonic() + timeout
         next_look = 0.0
+        stage = ""  # what the job said it was doing last: a timeout names it
         while True:
             try:
                 msg = self.lines.get(timeout=limits.WATCH_EVERY)
@@ -364,22 +390,28 @@ class Job:
                 msg = {}
             if msg is None:
                 break
-            if "progress" in msg:
+            if "progress" in msg and isinstance(msg["progress"], dict):
                 p = msg["progress"]
+                stage = str(p.get("what", ""))[:200]
                 try:
-                    on_progress(str(p.get("what", ""))[:200], float(p.get("fraction", 0.0)))
+                    on_progress(stage, float(p.get("fraction", 0.0)))
                 except Exception:
                     pass
+            elif "partial" in msg and exchange is not None and exchange.lowered is None:
+                self._partial(msg["partial"], exchange, ask)
+            elif "made" in msg and exchange is not None and isinstance(msg["made"], dict):
+                cubin = msg["made"].get("cubin_b64")
+                if isinstance(cubin, str) and len(cubin) <= limits.CUBIN_B64_BYTES:
+                    exchange.made = {"cubin_b64": cubin}
             elif "result" in msg and isinstance(msg["result"], dict):
-                return msg["result"]
+                return with_stage(msg["result"], action, timeout, stage)
             now = time.monotonic()
             if now > deadline:
                 self.kill()
                 if self.overflow:  # stopped for a bound already, its processes still exiting: say which bound
                     break
-                return failed(StageError("timeout", f"the {action} job ran past its {timeout:g} s limit and was "
-                                                    "stopped (an endless loop, or too large a problem?)",
-                                         None, clip(self.log())), action, kernel)
+                return failed(StageError("timeout", timeout_message(action, timeout, stage), None, clip(self.log())),
+                              action, kernel)
             large_since = self.large_since
             if large_since is not None and now - large_since > limits.ANSWER_STALL:
                 self._stop(f"its answer stalled: more than {_gib(limits.LARGE_ANSWER)} of it arrived, then not the "
@@ -395,6 +427,39 @@ class Job:
                           action, kernel)
         return failed(StageError("internal", f"the job ended without an answer ({self.exit_text()})"
                                              + _last_line(self.log()), None, clip(self.log())), action, kernel)
+
+    def _partial(self, partial, exchange: Exchange, ask: bool) -> None:
+        """A compile's partial answer (its CUDA and line map): to the page, and where the job waits for one, the
+        server's reply, written from a thread of its own (a job that does not read it must not hold the watch)."""
+        reply = None
+        if isinstance(partial, dict):
+            try:
+                partial = bound_answer(partial)
+            except RecursionError:
+                partial = None
+        if isinstance(partial, dict) and isinstance(partial.get("cuda"), str):
+            exchange.lowered = partial
+            if exchange.partial is not None:
+                try:
+                    exchange.partial(partial)
+                except Exception:  # a page whose browser went away must not break the job
+                    pass
+            if ask:
+                try:
+                    reply = exchange.known(partial)
+                except Exception:
+                    log.exception("looking up nvcc's output for a job failed")
+        if not ask:
+            return
+        data = (json.dumps({"nvcc": reply}) + "\n").encode()
+
+        def write():
+            try:
+                self.proc.stdin.write(data)
+                self.proc.stdin.close()
+            except (OSError, ValueError):
+                pass
+        threading.Thread(target=write, daemon=True, name="job-reply").start()
 
     def exit_text(self) -> str:
         code = self.proc.returncode
@@ -491,3 +556,46 @@ def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Proce
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return f": {lines[-1][:300]}" if lines else ""
+
+
+# -- a timeout, said with the stage it came in -----------------------------------------------------------------------
+# (a word of the job's last progress message, what the job was doing then, and the likely cause)
+TIMEOUT_CAUSES = (
+    ("importing", "while Python ran the file's top level",
+     "a loop or a long computation at the file's top level (outside the kernel) runs before anything compiles"),
+    ("lowering", "while TileLang lowered the kernel",
+     "very large loop extents (T.Parallel, T.unroll, T.serial over big constants) or deep loop nests make "
+     "TileLang's passes slow; smaller tiles, or a loop left rolled, lower faster"),
+    ("nvcc", "while nvcc compiled the generated CUDA",
+     "very large unrolled loops (T.unroll, big T.Parallel extents) make nvcc slow"),
+    ("ptxas", "while ptxas assembled the PTX",
+     "a very long kernel (many unrolled instructions, large register tiles) makes ptxas slow"),
+    ("verif", "while the kernel was verified on the GPU",
+     "a kernel that never finishes (a loop whose bound is never reached, a barrier some threads never reach) or too "
+     "large a problem"),
+    ("timing", "while the kernel was timed on the GPU", "a kernel that is very slow at this size"),
+    ("starting", "before the job's code began", "the server is very busy (its worker was slow to start)"),
+    ("queued", "before the job's code began", "the server is very busy (its worker was slow to start)"),
+)
+
+
+def timeout_message(action: str, timeout: float, stage: str) -> str:
+    """"the compile job ran past its 120 s limit while nvcc compiled the generated CUDA: very large unrolled loops
+    (T.unroll, big T.Parallel extents) make nvcc slow" (`stage`: the job's last progress message)."""
+    low = (stage or "").lower()
+    for word, doing, cause in TIMEOUT_CAUSES:
+        if word in low:
+            return f"the {action} job ran past its {timeout:g} s limit {doing} and was stopped: {cause}"
+    return f"the {action} job ran past its {timeout:g} s limit and was stopped (an endless loop, or too large a problem?)"
+
+
+def with_stage(result: dict, action: str, timeout: float, stage: str) -> dict:
+    """A job's own timeout answer (its alarm, or nvcc's own limit) said with the stage it came in; the user's line
+    and the log kept."""
+    err = result.get("error")
+    if result.get("ok") or not isinstance(err, dict) or err.get("stage") != "timeout" or not stage:
+        return result
+    if any(word in (stage or "").lower() for word, _, _ in TIMEOUT_CAUSES):
+        err = {**err, "message": timeout_message(action, timeout, stage)}
+        return {**result, "error": err}
+    return result

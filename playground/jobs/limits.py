@@ -39,6 +39,8 @@ ANSWER_VALUES = 200_000     # numbers, lists, objects of a large answer (the shi
 LARGE_ANSWER = MiB          # past this, a line of a job's answer holds one of LARGE_AT_ONCE places to be read
 LARGE_AT_ONCE = 2           # large answers read and parsed at once, all jobs together
 ANSWER_STALL = 10.0         # seconds a large answer may take to arrive once it holds its place
+CUBIN_B64_BYTES = 4 * MiB   # a compile's cubin as the job sends it for the server to keep (the largest is ~0.3 MiB)
+BACKGROUND_NICE = 19        # a background job's niceness (the pre-warm): the CPU goes to students' jobs first
 
 
 def answer_bytes(settings: Settings, action: str) -> int:
@@ -52,10 +54,14 @@ def _cap(which: int, value: int) -> None:
     resource.setrlimit(which, (value, value))
 
 
-def apply_rlimits(settings: Settings, gpu: bool) -> None:
-    """Called in the child between fork and exec (before bwrap), so every process of the job inherits them.
-    RLIMIT_NPROC is not set here: outside the job's namespace it would count the server's own threads (same uid);
-    the worker sets it first thing inside (see worker.py), from the settings the job was handed."""
+def apply_rlimits(settings: Settings, gpu: bool, nice: int = 0) -> None:
+    """Called in the child between fork and exec (before bwrap), so every process of the job inherits them (and
+    `nice`, a background job's niceness). RLIMIT_NPROC is not set here: outside the job's namespace it would count
+    the server's own threads (same uid); the worker sets it first thing inside (see worker.py), from the settings
+    the job was handed."""
+    import os
+    if nice:
+        os.nice(nice)
     _cap(resource.RLIMIT_FSIZE, settings.file_size)
     _cap(resource.RLIMIT_NOFILE, settings.open_files)
     _cap(resource.RLIMIT_CORE, 0)  # a crashing kernel must not leave a core file the size of its memory

@@ -7,8 +7,9 @@ from typing import Callable
 
 from ..engine.answers import Answer
 from ..settings import Settings
-from . import hardware, sandbox
+from . import hardware, limits, sandbox
 from .backend import Ceilings, JobFiles, Progress, give_job_files
+from .job import Exchange, Job
 from .pool import Pool
 
 
@@ -34,21 +35,27 @@ class LocalBackend:
             pool.fill_later()
 
     def run(self, request: dict, *, gpu: int | None, timeout: float, progress: Progress,
-            started: Callable[[object], None], files: JobFiles) -> Answer:
+            started: Callable[[object], None], files: JobFiles, exchange: Exchange | None = None,
+            background: bool = False) -> Answer:
         pool = self.pools[("gpu", gpu) if gpu is not None else ("cpu", None)]
-        job = pool.take()
+        if background:  # a worker of its own, started niced: its imports and its compile take only idle CPU
+            job = Job(gpu is not None, gpu, self.settings, nice=limits.BACKGROUND_NICE)
+            job.wait_ready(self.settings.ready_timeout * 4)
+        else:
+            job = pool.take()
         try:
             started(job)  # a stop that came while the worker got ready kills it now
             if gpu is not None:
                 self.ceilings.seed(job)
             give_job_files(job, files, "its files")
-            answer = job.run(request, timeout, progress)
+            answer = job.run(request, timeout, progress, exchange)
             if gpu is not None:
                 self.ceilings.harvest(job, request, answer)
             return answer
         finally:
             job.close()  # before the slot is freed: the next job gets a GPU with nothing of this one on it
-            pool.fill_later()
+            if not background:
+                pool.fill_later()
 
     def idle(self) -> bool:
         return all(p.idle() for p in self.pools.values())

@@ -3,6 +3,9 @@
 - "cpu": a bounded number of compiles at once (one per core by default): compiles are CPU-bound and independent.
 - "gpu": one job per GPU at a time, shared by run, tune and sweep: co-running work makes CUDA-event timings lie
   (measured on the H200: throughput falls 2-4x while event timings barely move), so a timing needs the GPU alone.
+- "background": one compile nobody waits for (the pre-warm of the shipped kernels), in a slot of its own beside the
+  CPU slots, so it never takes a student's slot; its processes run niced (jobs/limits.py BACKGROUND_NICE), so a
+  student's compile gets the cores first.
 - Fair queueing over students: when a slot frees, the waiting job of the student with the fewest jobs running goes
   first; among equals, the student whose last job started longest ago (round robin: on a single GPU everyone has
   none running when it frees), then the oldest job. So a student's endless loops hold at most the slots they
@@ -115,7 +118,8 @@ class Scheduler:
         self.address_inflight = settings.address_inflight
         self.address_scale = max(1.0, settings.address_inflight / max(1, settings.session_inflight))
         self.cond = threading.Condition()
-        self.resources = {"cpu": Resource("cpu", list(range(cpu_slots))), "gpu": Resource("gpu", gpus)}
+        self.resources = {"cpu": Resource("cpu", list(range(cpu_slots))), "gpu": Resource("gpu", gpus),
+                          "background": Resource("background", [0])}
         self.inflight: collections.Counter = collections.Counter()  # student, or ("address", A) -> running+waiting
         self.buckets: dict = {}  # student, or ("address", A) -> (tokens, time of last refill)
         self.seq = 0

@@ -41,6 +41,7 @@ from ..engine.errors import StageError
 from ..settings import Settings
 from . import sandbox
 from .backend import Ceilings, JobFiles, Progress
+from .job import Exchange
 
 log = logging.getLogger("playground.jobs")
 NAMESPACE = "tilelang-playground"
@@ -521,8 +522,10 @@ class RayBackend:
         pass  # the workers on the nodes keep their own spares
 
     def run(self, request: dict, *, gpu: int | None, timeout: float, progress: Progress,
-            started: Callable[[object], None], files: JobFiles) -> Answer:
-        # `files` are not sent: the job's folder is on the node, whose jobs read that node's own
+            started: Callable[[object], None], files: JobFiles, exchange: Exchange | None = None,
+            background: bool = False) -> Answer:
+        # `files` are not sent: the job's folder is on the node, whose jobs read that node's own. Nor is `exchange`
+        # used: a node's compile answers once, its CUDA with the rest, and runs nvcc itself.
         self.taken["cpu" if gpu is None else f"gpu{gpu}"] += 1
         started(NodeJob())
         return self.cluster.run(request["action"], gpu, request, timeout, progress)

@@ -1,22 +1,38 @@
-"""The warm path: compile answers kept in the server, keyed by the raw request, so a repeated edit costs no process.
+"""The warm path: compile answers kept by the server, in memory over its data folder, so that what was compiled once
+is not compiled again, by anyone, before or after a restart.
 
-The key is made from what the request says, never from what importing the user's code would say (the server must
-not import it): action, kernel name, the source text (the built-in file's text when none is sent), the parameters
-as sent, the target arch, the TileLang version, a fingerprint of the engine's own files, the shipped kernels and
-their tables of tuned configs (a deploy or an edit of the engine makes old answers unreachable), and a digest of the
-users' own table of tuned configs (a parameter the request leaves out is picked from it). Two requests that differ only in
-spelling (`{"block_M": 64}` vs `{"block_M": "64"}`) miss each other: a cheap and harmless miss.
+Three kinds of entries, each keyed by what it depends on, all in one store (`engine/compile_cache.Store`: the data
+folder's `compile-cache/`, bounded by the setting `compile_cache_bytes`, least recently used out, each file written
+whole or not at all, a file that is not the entry it should be a miss), with the most recent in memory above it:
 
-Only JSON answers are kept here, never compiled code. TileLang's own kernel cache (the .so files it loads) is NOT
-shared between jobs at all: each job has a TILELANG_CACHE_DIR inside its own folder. Per browser session would save
-the recompiles of a repeated "run", but a shared writable .so cache is code that the next job loads; per job is the
-only layout where nothing one job wrote is ever loaded by another, and pre-started workers (which exist before the
-session they will serve is known) can be sandboxed with a fixed folder. What a repeated compile needs comes from
-here; a run recompiles (its compile is a few seconds beside the timing).
+- `answer`: a compile's answer, keyed by the raw request (`request_key`): action, kernel name, the source text (the
+  built-in file's text when none is sent), the parameters as sent, the target arch, the TileLang version, a
+  fingerprint of the engine's own files, the shipped kernels and their tables of tuned configs (a deploy or an edit
+  of the engine makes old answers unreachable), and a digest of the users' own table of tuned configs (a parameter
+  the request leaves out is picked from it). Shared by everyone: the same text and parameters are one compile for
+  the whole class. Two requests that differ only in spelling (`{"block_M": 64}` vs `{"block_M": "64"}`) miss each
+  other: a cheap and harmless miss.
+- `program`: the same key with the source's program (`compile_cache.program_of`: its tokens, comments, blank lines
+  and spacing left out) in place of its text, pointing at an ok answer: an edit that only lays the text out anew is
+  answered at once, its line map moved to the new lines. Private to its writer (below).
+- `nvcc`: nvcc's output (PTX, SASS, ptxas's log, the cubin) for a generated CUDA text (`compile_cache.nvcc_key`),
+  handed to a later compile job whose lowering made that very CUDA, which then skips nvcc and ptxas. Private to its
+  writer.
+
+Who may be served what (the threat model in README.md says why): an `answer` is whatever the job running that very
+source said, so it fools only those who send that source, who would run the same code themselves. A `program` or
+`nvcc` entry is served for a text other than the one its job ran, so it is served only where its writer is trusted by
+the reader: written from a job that ran no user code (the catalogue's kernel unedited: `SHARED`, served to all), or
+by the reader's own earlier jobs (`writer_of`). No job writes the store: the server writes it, from what it decided
+to keep.
+
+Only JSON answers and nvcc's output are kept here, never anything a job loads and runs on the server. TileLang's own
+kernel cache (the .so files it loads) is NOT shared between jobs: each job has a TILELANG_CACHE_DIR inside its own
+folder; a cubin handed to a compile job is code that job only describes, never runs (a run compiles for itself).
 
 Cached: successful compiles and the user errors a compile deterministically gives (python, definition, parameters,
-tilelang, nvcc). Never: timeouts, busy, internal errors, device errors, or anything from run/tune/sweep (a run is a
-fresh measurement by definition).
+tilelang, nvcc, resources). Never: timeouts, busy, internal errors, device errors, or anything from run/tune/sweep (a
+run is a fresh measurement by definition).
 """
 from __future__ import annotations
 
@@ -27,9 +43,15 @@ import json
 import threading
 from pathlib import Path
 
+from ..engine.compile_cache import Store, line_mapping, program_of, remap_loc
+
 ROOT = Path(__file__).resolve().parents[2]
-CACHEABLE_STAGES = {None, "python", "definition", "parameters", "tilelang", "nvcc"}
-BUDGET_BYTES = 512 * 2**20  # a compile answer (CUDA, PTX, host code) is 0.1-3 MiB: a few hundred answers
+CACHEABLE_STAGES = {None, "python", "definition", "parameters", "tilelang", "nvcc", "resources"}
+BUDGET_BYTES = 512 * 2**20  # in memory: a compile answer (CUDA, PTX, host code) is 0.1-3 MiB: a few hundred answers
+FOLDER = "compile-cache"  # in the server's data folder
+SHARED = "shared"  # the writer of entries made from jobs that ran no user code: served to everyone
+NVCC_FIELDS = {"ptx": str, "sass": str, "ptxas_log": str, "cubin_b64": str, "line_map": list, "source_file": str}
+CUT = "... (cut at "  # what job.bound_answer writes into a text it cut: such a text is never kept as nvcc's output
 
 
 def tilelang_version() -> str:
@@ -55,17 +77,45 @@ def engine_fingerprint() -> str:
     return _fingerprint
 
 
+def source_text(kernel: str, source: str | None) -> str | None:
+    """The text a request compiles: its source, else the catalogue's file of that name."""
+    builtin = ROOT / "kernels" / f"{Path(kernel).name}.py"
+    if source is None and builtin.is_file():
+        return builtin.read_text()
+    return source
+
+
 def request_key(action: str, kernel: str, source: str | None, params: dict, arch: str, options: dict,
                 tuned_digest: str = "") -> str:
     """`tuned_digest`: the server's table of the users' tuned configs for this kernel (runner._tuned_digest), which
     decides the tile a request leaves out: a tuning run that lands a new config makes the kernel's answers compiled
     before it unreachable."""
-    builtin = ROOT / "kernels" / f"{Path(kernel).name}.py"
-    if source is None and builtin.is_file():
-        source = builtin.read_text()
-    blob = json.dumps([action, kernel, source, params, arch, options, tilelang_version(), engine_fingerprint(),
-                       tuned_digest], sort_keys=True, default=str)
+    blob = json.dumps([action, kernel, source_text(kernel, source), params, arch, options, tilelang_version(),
+                       engine_fingerprint(), tuned_digest], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def program_key(action: str, kernel: str, source: str | None, params: dict, arch: str, options: dict,
+                tuned_digest: str = "") -> str | None:
+    """request_key with the source's program in place of its text (None where it cannot be tokenized)."""
+    text = source_text(kernel, source)
+    program = program_of(text) if isinstance(text, str) else None
+    if program is None:
+        return None
+    blob = json.dumps(["program", action, kernel, program[0], params, arch, options, tilelang_version(),
+                       engine_fingerprint(), tuned_digest], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def writer_of(session) -> str | None:
+    """Whose private entries a request reads and writes: the student the job limits count (the login's name, else
+    the client's address), with the address where one person may log in under any name (a class password without a
+    roster: `queue.Student.address`); None for a caller who is nobody in particular (no private entries)."""
+    text = str(session or "")
+    if not text or text == "anon":
+        return None
+    address = getattr(session, "address", None)
+    return f"{text}@{address}" if address else text
 
 
 def cacheable(action: str, result: dict) -> bool:
@@ -76,43 +126,154 @@ def cacheable(action: str, result: dict) -> bool:
                                                     and err.get("stage") in CACHEABLE_STAGES)
 
 
-class ResultCache:
-    """A least-recently-used dict of answers, bounded by their size as JSON."""
+def laid_out(result: dict) -> bool:
+    """May this answer serve another layout of its program? An ok compile whose lines are all in fields that are
+    moved (line map, warnings' lines, the PTX's line information): not one whose messages quote lines."""
+    return (isinstance(result, dict) and result.get("ok") is True and result.get("error") is None
+            and all(isinstance(w, dict) and w.get("stage") == "resources" for w in result.get("warnings") or []))
 
-    def __init__(self, budget: int = BUDGET_BYTES):
+
+def relaid(answer: dict, old_source: str, new_source: str) -> dict | None:
+    """`answer` (of `old_source`) for `new_source`, the same program laid out anew: its line map, its warnings'
+    lines and the PTX's line information moved to the new lines. None if they are not one program."""
+    old, new = program_of(old_source), program_of(new_source)
+    if old is None or new is None or old[0] != new[0]:
+        return None
+    moved = line_mapping(old[1], new[1], old_source.count("\n") + 1)
+    out = dict(answer)
+    out["line_map"] = [moved.get(n) if isinstance(n, int) else n for n in answer.get("line_map") or []]
+    out["warnings"] = [{**w, "line": moved.get(w["line"])} if isinstance(w.get("line"), int) else w
+                       for w in answer.get("warnings") or []]
+    if isinstance(answer.get("ptx"), str) and isinstance(answer.get("source_file"), str):
+        out["ptx"] = remap_loc(answer["ptx"], answer["source_file"], moved)
+    return out
+
+
+def nvcc_entry(result: dict, lowered: dict | None, made: dict | None) -> dict | None:
+    """What to keep of nvcc's output from a compile job's answer: its PTX, SASS and ptxas's log, the cubin it said
+    nvcc made, the line map of the CUDA it sent (to move the PTX's lines for another layout). None unless the job
+    compiled ok, ran nvcc itself, and nothing of it was cut."""
+    if not (laid_out(result) and isinstance(lowered, dict) and isinstance(made, dict)) or result.get("nvcc_reused"):
+        return None
+    entry = {"ptx": result.get("ptx"), "sass": result.get("sass"), "ptxas_log": result.get("ptxas_log"),
+             "cubin_b64": made.get("cubin_b64"), "line_map": lowered.get("line_map"),
+             "user_lines": lowered.get("user_lines"), "source_file": result.get("source_file")}
+    if not all(isinstance(entry[k], t) for k, t in NVCC_FIELDS.items()) or not entry["cubin_b64"]:
+        return None
+    if not (isinstance(entry["user_lines"], list) and all(n is None or type(n) is int for n in entry["user_lines"])):
+        entry["user_lines"] = None  # (the PTX's lines then move by the line map)
+    if any(CUT in entry[k] for k in ("ptx", "sass", "ptxas_log")) or CUT in str(lowered.get("cuda", "")):
+        return None
+    return entry
+
+
+def _scoped(writer: str, key: str) -> str:
+    """An entry's name in the store: private to `writer` (SHARED: everyone's)."""
+    return hashlib.sha256(f"{writer}\n{key}".encode()).hexdigest()
+
+
+class ResultCache:
+    """Entries in memory (a least-recently-used dict bounded by their size as JSON) over the disk's Store (the
+    server's data folder; none when `folder` is None: memory only)."""
+
+    def __init__(self, folder: Path | None = None, disk_budget: int = 0, budget: int = BUDGET_BYTES):
         self.budget, self.used = budget, 0
-        self.items: collections.OrderedDict[str, tuple[str, int]] = collections.OrderedDict()
+        self.items: collections.OrderedDict[tuple[str, str], tuple[str, int]] = collections.OrderedDict()
         self.lock = threading.Lock()
         self.hits = self.misses = 0
+        self.served = collections.Counter()  # answers served, by how: answer, program, nvcc
+        self.disk = Store(folder, disk_budget) if folder is not None and disk_budget > 0 else None
 
-    def get(self, key: str) -> dict | None:
+    # -- the two levels ---------------------------------------------------------------------------------------------
+    def _get(self, kind: str, key: str) -> dict | None:
         with self.lock:
-            item = self.items.get(key)
-            if item is None:
-                self.misses += 1
-                return None
-            self.items.move_to_end(key)
-            self.hits += 1
-        return json.loads(item[0])  # a fresh copy: callers may change what they get
+            item = self.items.get((kind, key))
+            if item is not None:
+                self.items.move_to_end((kind, key))
+        if item is not None:
+            return json.loads(item[0])  # a fresh copy: callers may change what they get
+        value = self.disk.get(kind, key) if self.disk is not None else None
+        if value is not None:
+            self._remember(kind, key, json.dumps(value))
+        return value
 
-    def put(self, key: str, result: dict) -> None:
-        text = json.dumps(result)
+    def _remember(self, kind: str, key: str, text: str) -> None:
         if len(text) > self.budget // 4:
             return
         with self.lock:
-            if key in self.items:
-                self.used -= self.items.pop(key)[1]
-            self.items[key] = (text, len(text))
+            old = self.items.pop((kind, key), None)
+            if old is not None:
+                self.used -= old[1]
+            self.items[(kind, key)] = (text, len(text))
             self.used += len(text)
             while self.used > self.budget:
                 _, (_, size) = self.items.popitem(last=False)
                 self.used -= size
 
+    def _put(self, kind: str, key: str, value: dict) -> None:
+        self._remember(kind, key, json.dumps(value))
+        if self.disk is not None:
+            self.disk.put(kind, key, value)
+
+    # -- answers ------------------------------------------------------------------------------------------------------
+    def get(self, key: str) -> dict | None:
+        hit = self._get("answer", key)
+        with self.lock:
+            if hit is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self.served["answer"] += 1
+        return hit
+
+    def put(self, key: str, result: dict) -> None:
+        self._put("answer", key, result)
+
+    # -- programs -------------------------------------------------------------------------------------------------
+    def get_program(self, pkey: str, readers: list[str], source: str) -> dict | None:
+        """The answer of the same program laid out another way, written by one of `readers` (SHARED first), with
+        its lines moved to `source`'s; None if there is none."""
+        for reader in readers:
+            entry = self._get("program", _scoped(reader, pkey))
+            if not (isinstance(entry, dict) and isinstance(entry.get("answer"), str)
+                    and isinstance(entry.get("source"), str)):
+                continue
+            answer = self._get("answer", entry["answer"])
+            moved = relaid(answer, entry["source"], source) if laid_out(answer) else None
+            if moved is not None:
+                with self.lock:
+                    self.hits += 1
+                    self.served["program"] += 1
+                return moved
+        return None
+
+    def put_program(self, pkey: str, writer: str, answer_key: str, source: str) -> None:
+        self._put("program", _scoped(writer, pkey), {"answer": answer_key, "source": source})
+
+    # -- nvcc's outputs ---------------------------------------------------------------------------------------------
+    def get_nvcc(self, nkey: str, readers: list[str]) -> dict | None:
+        for reader in readers:
+            entry = self._get("nvcc", _scoped(reader, nkey))
+            if isinstance(entry, dict) and all(isinstance(entry.get(k), t) for k, t in NVCC_FIELDS.items()):
+                with self.lock:
+                    self.served["nvcc"] += 1
+                return entry
+        return None
+
+    def put_nvcc(self, nkey: str, writer: str, entry: dict) -> None:
+        self._put("nvcc", _scoped(writer, nkey), entry)
+
+    # -- the whole ------------------------------------------------------------------------------------------------
     def clear(self) -> None:
         with self.lock:
             self.items.clear()
             self.used = 0
+        if self.disk is not None:
+            self.disk.clear()
 
     def snapshot(self) -> dict:
         with self.lock:
-            return {"entries": len(self.items), "bytes": self.used, "hits": self.hits, "misses": self.misses}
+            out = {"entries": len(self.items), "bytes": self.used, "hits": self.hits, "misses": self.misses,
+                   "served": dict(self.served)}
+        out["disk"] = self.disk.snapshot() if self.disk is not None else None
+        return out

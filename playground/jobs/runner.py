@@ -1,8 +1,16 @@
 """run_job: one request from the page to an answer, through the result cache, the queue and a sandboxed worker.
 
     request ─► checks ─► result cache (compile) ─► per-session limits + queue ─► pre-started worker ─► answer
-                                  ▲                                                        │
-                                  └──────────── compile answers worth keeping ◄────────────┘
+                                  ▲                                                   │   ▲
+                                  │                          partial answer (its CUDA) │   │ nvcc's output kept
+                                  │                                      to the page ◄─┤   │ for that CUDA
+                                  └──────────── compile answers worth keeping ◄────────┴───┘
+
+A compile is answered, in this order: from the answer kept for the same request (anyone's); from the answer kept
+for the same program laid out anew (comments, blank lines, spacing), written by a job that ran no user code or by
+the student's own; by waiting for the same compile already running; else by a job, which gets back nvcc's output
+kept for the CUDA its lowering made (by the same writers) and then skips nvcc and ptxas (result_cache.py). The
+shipped kernels are compiled at the page's first request ahead of the class (`prewarm`).
 
 Never raises: every failure, ours included, is an answer with an error stage, so the page always has something to
 show. The server process itself never imports user code, torch's CUDA, or TileLang.
@@ -24,10 +32,12 @@ from ..engine.source import SOURCE_LIMIT  # (refused here before a job starts)
 from ..settings import Settings, current
 from . import hardware, sandbox
 from .backend import Backend, no_user_code
-from .job import bound_answer
+from ..engine.compile_cache import nvcc_key
+from .job import Exchange, bound_answer
 from .local_backend import LocalBackend
-from .queue import Busy, Scheduler, Stopped, Stops, Student
-from .result_cache import ResultCache, cacheable, request_key, tilelang_version
+from .queue import ANONYMOUS, Busy, Scheduler, Stopped, Stops, Student
+from .result_cache import (FOLDER, SHARED, ResultCache, cacheable, laid_out, nvcc_entry, program_key, request_key,
+                           source_text, tilelang_version, writer_of)
 
 log = logging.getLogger("playground.jobs")
 ACTIONS = ("compile", "run", "tune", "sweep", "build_submission", "grade", "ir", "profile", "memcheck")
@@ -57,8 +67,8 @@ class JobLayer:
         self.backend = backend or backend_for(settings)
         self.gpus = self.backend.gpus
         self.scheduler = Scheduler(self.backend.cpu_slots, [g["index"] for g in self.gpus], settings)
-        self.cache = ResultCache()
-        self.inflight: dict[str, threading.Event] = {}  # compiles running now, by request key
+        self.cache = ResultCache(settings.data_dir / FOLDER, settings.compile_cache_bytes)
+        self.inflight: dict = {}  # compiles running now: by request key, and by program key where no user code ran
         self.inflight_lock = threading.Lock()
         self.stops = Stops()  # a job queued here is stopped before it starts; one on a Ray node runs to its end
         self.backend.start()
@@ -117,10 +127,13 @@ def _clean_options(options: dict | None) -> dict:
 def run_job(action: str, kernel: str, source: str | None = None, params: dict | None = None, *,
             arch: str | None = None, options: dict | None = None, session: str = "anon",
             on_progress: Callable[[str, float], None] | None = None, timeout: float | None = None,
-            owner: str | None = None) -> Answer:
+            owner: str | None = None, on_partial: Callable[[dict], None] | None = None,
+            background: bool = False) -> Answer:
     """Run one compile/run/tune/sweep in a sandboxed process of its own; block until it answers; never raise.
     `session`: the student the limits count (a queue.Student also names its address where names are free);
-    `owner` (the page's browser tab) may stop it: stop(owner)."""
+    `owner` (the page's browser tab) may stop it: stop(owner). `on_partial` hears a compile's partial answer (its
+    CUDA, line map and origins, the moment lowering ends; bounded like every answer). `background`: a compile
+    nobody waits for (prewarm): its own slot, its processes niced."""
     def progress(what: str, fraction: float) -> None:
         if on_progress:
             try:
@@ -130,14 +143,30 @@ def run_job(action: str, kernel: str, source: str | None = None, params: dict | 
     asked = time.monotonic()  # a stop from now on reaches this job, wherever it waits
     try:
         student = session if isinstance(session, Student) and session else str(session or "anon")  # (its address)
-        return _run_job(action, kernel, source, params, arch, options, student, progress, timeout, owner, asked)
+        return _run_job(action, kernel, source, params, arch, options, student, progress, timeout, owner, asked,
+                        on_partial, background)
     except Exception as exc:
         log.exception("run_job failed")
         return failed(StageError("internal", f"{type(exc).__name__}: {exc}"[:500], None,
                                  clip(format_exception(exc))), action, str(kernel))
 
 
-def _run_job(action, kernel, source, params, arch, options, session, progress, timeout, owner, asked) -> Answer:
+class _Compile:
+    """What the cache knows of one compile request: its keys, whose entries it may read and write."""
+
+    def __init__(self, st: JobLayer, action, kernel, source, params, arch, options, session):
+        tuned = _tuned_digest(st, kernel)
+        self.key = request_key(action, kernel, source, params, arch, options, tuned)
+        self.text = source_text(kernel, source)
+        self.program = program_key(action, kernel, source, params, arch, options, tuned)
+        self.trusted = no_user_code(kernel, source)  # the catalogue's own kernel, unedited: entries for everyone
+        own = writer_of(session)
+        self.writer = SHARED if self.trusted else own
+        self.readers = [SHARED] + ([own] if own else [])
+
+
+def _run_job(action, kernel, source, params, arch, options, session, progress, timeout, owner, asked,
+             on_partial=None, background=False) -> Answer:
     kernel = str(kernel)
     if action not in ACTIONS:
         return failed(StageError("parameters", f"unknown action {action!r}; one of {', '.join(ACTIONS)}"),
@@ -173,22 +202,31 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     if gpu and not st.gpus:
         return failed(StageError("device", NO_GPU), action, kernel)
     arch = arch or hardware.default_arch(st.settings)
-    timeout = float(timeout or st.settings.timeout(action))
+    timeout = float(timeout or st.settings.timeout(action)) * (BACKGROUND_TIME if background else 1)
 
     if action != "compile":  # only compile answers are cached (result_cache.cacheable): no key to make
-        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, None, owner, asked)
-    key = request_key(action, kernel, source, params, arch, options, _tuned_digest(st, kernel))
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, None, owner,
+                        asked)
+    c = _Compile(st, action, kernel, source, params, arch, options, session)
     # One compile per key at a time: a class opening the same kernel at once (or a double click) waits for the
-    # compile already running instead of queueing copies of it, then reads its answer from the cache.
+    # compile already running instead of queueing copies of it, then reads its answer from the cache; so does an
+    # edit of a shipped kernel that lays it out anew while that kernel compiles.
     for _ in range(2):
-        hit = st.cache.get(key)
+        hit = st.cache.get(c.key)
         if hit is not None:
             progress("cached: the same source, parameters and target were compiled before", 1.0)
             return {**hit, "cached": True}
+        hit = st.cache.get_program(c.program, c.readers, c.text) if c.program and c.text is not None else None
+        if hit is not None:
+            progress("cached: the same program was compiled before (only comments, blank lines or spacing differ)",
+                     1.0)
+            return {**hit, "cached": True, "cached_as": "program"}
         with st.inflight_lock:
-            running = st.inflight.get(key)
+            running = st.inflight.get(c.key) or (st.inflight.get(("program", c.program)) if c.program else None)
             if running is None:
-                st.inflight[key] = done = threading.Event()
+                st.inflight[c.key] = done = threading.Event()
+                if c.trusted and c.program:
+                    st.inflight[("program", c.program)] = done
                 break
         progress("the same compile is running for another request: waiting for its answer", 0.0)
         until = time.monotonic() + timeout
@@ -196,25 +234,60 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
             if st.stops.stopped_since(owner, asked):
                 return failed(StageError("stopped", STOPPED_WAITING), action, kernel)
     else:  # that compile gave no answer worth sharing (a timeout, say): run one of our own
-        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key, owner, asked)
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, c, owner,
+                        asked, on_partial, background)
     try:
-        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, key, owner, asked)
+        return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, c, owner,
+                        asked, on_partial, background)
     finally:
         with st.inflight_lock:
-            st.inflight.pop(key, None)
+            st.inflight.pop(c.key, None)
+            if c.trusted and c.program:
+                st.inflight.pop(("program", c.program), None)
         done.set()
 
 
 STOPPED_WAITING = "stopped by you before it started"
+BACKGROUND_TIME = 4  # a background compile's time limit, in compile limits: it runs niced, on the CPU left over
+
+
+def _exchange(st: JobLayer, c: _Compile | None, on_partial) -> Exchange | None:
+    """A compile's partial answer to the page, and nvcc's output kept for its CUDA (by the writers its reader
+    trusts) back to the job."""
+    if c is None:
+        return None
+
+    def known(partial: dict) -> dict | None:
+        if not (isinstance(partial.get("cuda"), str) and isinstance(partial.get("nvcc"), dict)):
+            return None
+        return st.cache.get_nvcc(nvcc_key(partial["cuda"], partial["nvcc"], tilelang_version()), c.readers)
+    return Exchange(partial=on_partial, known=known)
+
+
+def _keep(st: JobLayer, c: _Compile, result: dict, exchange: Exchange | None) -> None:
+    """Keep what a compile's answer gives: the answer for its request (everyone's), and, where the job's writer may
+    be trusted by others or by themselves, its program and nvcc's output for its CUDA."""
+    st.cache.put(c.key, result)
+    if c.writer is None or not laid_out(result):
+        return
+    if c.program and c.text is not None:
+        st.cache.put_program(c.program, c.writer, c.key, c.text)
+    lowered = exchange.lowered if exchange is not None else None
+    entry = nvcc_entry(result, lowered, exchange.made if exchange is not None else None)
+    if entry is not None and isinstance(lowered.get("nvcc"), dict):
+        st.cache.put_nvcc(nvcc_key(lowered["cuda"], lowered["nvcc"], tilelang_version()), c.writer, entry)
 
 
 def _execute(st, action, kernel, source, params, arch, options, session, progress, timeout,
-             key: str | None, owner: str | None = None, asked: float | None = None) -> Answer:
+             c: _Compile | None, owner: str | None = None, asked: float | None = None, on_partial=None,
+             background: bool = False) -> Answer:
     gpu = action in GPU_ACTIONS
     started = time.monotonic()
     asked = started if asked is None else asked
+    exchange = _exchange(st, c, on_partial)
+    kind = "gpu" if gpu else "background" if background else "cpu"
     try:
-        with st.scheduler.slot("gpu" if gpu else "cpu", session, progress,
+        with st.scheduler.slot(kind, ANONYMOUS if background else session, progress,
                                stop_if=lambda: st.stops.stopped_since(owner, asked)) as token, \
                 st.stops.track(owner, asked) as ticket:
             if ticket.stopped:
@@ -223,7 +296,9 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
             request = {"action": action, "kernel": kernel, "source": source, "params": params, "arch": arch,
                        "options": options}
             result = st.backend.run(request, gpu=token if gpu else None, timeout=timeout, progress=progress,
-                                    started=lambda job: st.stops.attach(ticket, job), files=_tuned_files(st))
+                                    started=lambda job: st.stops.attach(ticket, job), files=_tuned_files(st),
+                                    **({"exchange": exchange} if exchange is not None else {}),
+                                    **({"background": True} if background else {}))
             if ticket.stopped:
                 return failed(StageError("stopped", f"stopped by you after {time.monotonic() - started:.1f} s"),
                               action, kernel)
@@ -241,9 +316,34 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
     result.setdefault("kernel", kernel)
     result["action"] = action
     result.setdefault("job_seconds", round(time.monotonic() - started, 3))
-    if key is not None and cacheable(action, result):
-        st.cache.put(key, result)
+    if c is not None and cacheable(action, result):
+        _keep(st, c, result, exchange)
     return result
+
+
+# -- the pre-warm ------------------------------------------------------------------------------------------------------
+# The shipped kernels at the page's first request of each, compiled into the cache when the server starts (and when
+# the image is built, into its data folder), so the first student's first compile is answered from the cache. Each
+# in the queue's background slot (never a student's), its processes niced: students' jobs get the cores first.
+def prewarm(requests: list[tuple[str, dict]], *, wait: bool = False,
+            settings: Settings | None = None) -> threading.Thread | None:
+    """Compile each (kernel, params) of the catalogue, unedited, for the default arch, one after the other, in the
+    background (`wait`: here, before returning). Those already kept cost nothing."""
+    st = state(settings)
+
+    def work():
+        for kernel, params in requests:
+            if _state is not st or st.backend.refused():
+                return
+            result = run_job("compile", kernel, None, params, session=ANONYMOUS, background=True)
+            log.info("pre-warm: %s %s: %s", kernel, json.dumps(params, sort_keys=True),
+                     "kept" if result.get("ok") else (result.get("error") or {}).get("message"))
+    if wait:
+        work()
+        return None
+    thread = threading.Thread(target=work, daemon=True, name="prewarm")
+    thread.start()
+    return thread
 
 
 # -- the users' tuned configs ----------------------------------------------------------------------------------------

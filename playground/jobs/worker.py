@@ -4,8 +4,10 @@
     env:      the job's settings (sandbox.job_env: its process limit, its cache folder), read by Settings.from_env
     started:  drops to its job uid, bounds its processes, imports torch + TileLang (the 3-4 s a cold job would
               otherwise pay after the click), then says {"ready": true} and waits
-    stdin:    one request line (JSON): action, kernel, source, params, arch, options, timeout
-    stdout:   {"progress": {"what", "fraction"}} lines, then exactly one {"result": {...}}
+    stdin:    one request line (JSON): action, kernel, source, params, arch, options, timeout, ask_nvcc; then, where
+              ask_nvcc is true, one reply line {"nvcc": {...} or null} to the job's partial answer
+    stdout:   {"progress": {"what", "fraction"}} lines, a compile's {"partial": {...}} (its CUDA and line map, the
+              moment lowering ends) and {"made": {"cubin_b64"}} (nvcc ran), then exactly one {"result": {...}}
 
 Everything else the job prints (the user's print(), TileLang's logs, nvcc) goes to stderr: fd 1 is pointed at fd 2
 before any user code runs, so even output from C code cannot corrupt the protocol.
@@ -26,6 +28,27 @@ def drop_privileges(uid: int | None) -> None:
         os.setuid(uid)
     if os.geteuid() == 0 and uid is not None:
         raise SystemExit("could not leave root")
+
+
+class ServerNvcc:
+    """The engine's NvccOutputs (engine/compile.py) over this job's pipes: the partial answer goes to the server, and
+    where the request asked, the server's reply (nvcc's output it keeps for that CUDA, or null) is read back."""
+
+    def __init__(self, send, replies):
+        self.send, self.replies = send, replies
+
+    def lowered(self, partial: dict):
+        self.send({"partial": partial})
+        if self.replies is None:
+            return None
+        try:
+            reply = json.loads(self.replies.readline() or "null")
+        except (OSError, ValueError):
+            return None
+        return reply.get("nvcc") if isinstance(reply, dict) else None
+
+    def compiled(self, made: dict) -> None:
+        self.send({"made": made})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     import playground.engine.compile, playground.engine.run, playground.engine.tune, playground.engine.sweep  # noqa: F401,E401
     send({"ready": True, "pid": os.getpid()})
 
-    line = sys.stdin.readline()
+    requests = os.fdopen(os.dup(0), "r")  # the server's lines: the request, and the reply to a partial answer
+    line = requests.readline()
     if not line:
         return 0  # the server shut down or retired this worker unused
     request = json.loads(line)
@@ -66,10 +90,12 @@ def main(argv: list[str] | None = None) -> int:
 
     action, kernel = request["action"], request["kernel"]
     workdir = os.path.join(args.job_dir, "src")
+    outputs = ServerNvcc(send, requests if request.get("ask_nvcc") else None) if action == "compile" else None
     try:
         with time_limit(request.get("timeout")):
             result = execute(action, kernel, request.get("source"), request.get("params") or {},
-                             request.get("arch"), workdir, progress=progress, **(request.get("options") or {}))
+                             request.get("arch"), workdir, progress=progress, nvcc_outputs=outputs,
+                             **(request.get("options") or {}))
     except StageError as err:  # the alarm fired outside execute's own handler
         result = failed(err, action, kernel)
     send({"result": result})

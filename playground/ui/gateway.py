@@ -15,7 +15,7 @@ from typing import Callable
 
 from ..engine.answers import Answer, failed
 from ..engine.errors import StageError
-from ..settings import Settings
+from ..settings import Settings, current as current_settings
 
 log = logging.getLogger("playground.ui")
 
@@ -36,15 +36,19 @@ def _accepts(name: str) -> bool:
 
 def call(action: str, kernel: str, source: str | None, params: dict | None, *, session: str = "anon",
          arch: str | None = None, options: dict | None = None,
-         on_progress: Callable[[str, float], None] | None = None, owner: str | None = None) -> Answer:
+         on_progress: Callable[[str, float], None] | None = None, owner: str | None = None,
+         on_partial: Callable[[dict], None] | None = None) -> Answer:
     """run_job with the page's conventions: empty or unchanged source means the catalogue's file, params may be
-    None, and anything unexpected comes back as an `internal` error result instead of an exception."""
+    None, and anything unexpected comes back as an `internal` error result instead of an exception. `on_partial`
+    hears a compile's partial answer (its CUDA and line map, the moment lowering ends), in the user's terms."""
     source = normalize_source(kernel, source)
     kwargs = {"arch": arch or None, "options": options or None, "on_progress": on_progress}
     if _accepts("session"):
         kwargs["session"] = session or "anon"
     if owner and _accepts("owner"):
         kwargs["owner"] = owner
+    if on_partial is not None and _accepts("on_partial"):
+        kwargs["on_partial"] = lambda partial: on_partial(in_users_terms(partial, kernel))
     try:
         result = _run_job()(action, kernel, source, dict(params or {}), **kwargs)
     except Exception as exc:  # run_job promises not to raise; a page must not break if it does
@@ -269,16 +273,43 @@ def arches() -> list[str]:
 
 
 def start_jobs(settings: Settings | None = None) -> dict | None:
-    """Start the job system's workers now rather than at the first click (where playground.jobs has start())."""
+    """Start the job system's workers now rather than at the first click (where playground.jobs has start()), then,
+    with the setting `prewarm`, compile the shipped kernels in the background (prewarm)."""
     try:
         from playground.jobs import start
     except ImportError:
         return None
     try:
-        return start(settings)
+        started = start(settings)
     except Exception:
         log.exception("starting the job system failed")
         return None
+    if (settings or current_settings()).prewarm:
+        prewarm(settings)
+    return started
+
+
+def prewarm_requests() -> list[tuple[str, dict]]:
+    """The request a fresh page sends for each shipped kernel: its default problem sizes and dtype, every tile on
+    auto (controls.defaults through engine_params, as the page's Compile sends them)."""
+    from . import controls as ctl
+    requests = []
+    for name in kernel_names():
+        c = ctl.controls_for(describe(name))
+        values = c.defaults()
+        dtype = values.pop("dtype")
+        requests.append((name, ctl.engine_params(values, dtype)))
+    return requests
+
+
+def prewarm(settings: Settings | None = None, wait: bool = False) -> None:
+    """Compile the shipped kernels at the page's first request of each into the server's compile cache: in the
+    background, a slot of the queue's own and niced (`wait`: here, before returning: the image's build does)."""
+    try:
+        from playground.jobs.runner import prewarm as compile_ahead
+        compile_ahead(prewarm_requests(), wait=wait, settings=settings)
+    except Exception:
+        log.exception("the pre-warm failed")
 
 
 # -- health -------------------------------------------------------------------------------------------------------

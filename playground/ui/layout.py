@@ -3,8 +3,11 @@ the handlers that wire them to the gateway. Handlers are thin: engine JSON goes 
 highlight/views/charts/history; every engine call goes through `gateway.call` (run_job)."""
 from __future__ import annotations
 
+import contextvars
 import json
+import queue
 import re
+import threading
 import time
 
 import gradio as gr
@@ -494,7 +497,7 @@ class Page:
         return json.dumps([kernel, source, values, dtype, arch or AUTO], sort_keys=True, default=str)
 
     def engine_action(self, action: str, data: dict, request: gr.Request, progress: gr.Progress,
-                      options: dict | None = None) -> tuple[dict, dict]:
+                      options: dict | None = None, on_partial=None) -> tuple[dict, dict]:
         if own_kernel.is_own(self, data):
             return own_kernel.engine_action(self, action, data, request, progress, options)
         kernel, source, c, values, dtype, arch = self.read(data)
@@ -502,7 +505,7 @@ class Page:
         with StagedProgress(progress, action) as staged:
             result = gateway.call(action, kernel, source, ctl.engine_params(values, dtype),
                                   session=session_of(request), arch=arch, options=options, on_progress=staged,
-                                  owner=tab_of(request))
+                                  owner=tab_of(request), on_partial=on_partial)
         out = {self.status: views.status_html(action, result, waited=time.monotonic() - started)}
         out.update(self.error_outputs(result, source))
         out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, session_of(request)))
@@ -550,11 +553,46 @@ class Page:
         return self.param_marks(c, values, result.get("error"), result.get("config"))
 
     def on_compile(self, data: dict, request: gr.Request, progress=gr.Progress()):
-        result, out = self.engine_action("compile", data, request, progress)
-        classroom.note_activity(self, data, "compile", result, request)  # (with an exercise picked: the class's)
-        out.update(self.marks_after(data, result))
-        out.update(self.apply_compiled("compile", data, result, request))
-        return out
+        """CUDA first: the generated CUDA and its line map are shown the moment lowering ends (the job's partial
+        answer), the PTX, SASS and resources when the whole answer comes; the status line names the stage meanwhile.
+        The job runs in a thread of this handler's context (Gradio's progress finds its event through it)."""
+        events: queue.Queue = queue.Queue()
+
+        def work():
+            try:
+                events.put(("done", self.engine_action("compile", data, request, progress,
+                                                       on_partial=lambda partial: events.put(("partial", partial)))))
+            except BaseException as exc:  # (engine_action answers every failure; this is a bug of the page)
+                events.put(("raised", exc))
+        threading.Thread(target=contextvars.copy_context().run, args=(work,), daemon=True).start()
+        while True:
+            what, value = events.get()
+            if what == "partial":
+                yield self.partial_outputs(data, value)
+                continue
+            if what == "raised":
+                raise value
+            result, out = value
+            classroom.note_activity(self, data, "compile", result, request)  # (with an exercise picked: the class's)
+            out.update(self.marks_after(data, result))
+            out.update(self.apply_compiled("compile", data, result, request))
+            yield out
+            return
+
+    def partial_outputs(self, data: dict, partial: dict) -> dict:
+        """A compile's partial answer on the page: its CUDA with the line map, the PTX and SASS still to come."""
+        kernel, source, *_ = self.read(data)
+        if not isinstance(partial, dict) or not partial.get("cuda"):
+            return {}
+        shown = {"cuda": partial["cuda"], "line_map": partial.get("line_map"), "source": source, "kernel": kernel,
+                 "line_origins": partial.get("line_origins"), "origin_lines": partial.get("origin_lines")}
+        return {self.cuda: self.cuda_view(shown, None),
+                self.ptx: code_html("", empty="nvcc is compiling this CUDA: its PTX comes next."),
+                self.sass: code_html("", empty="nvcc is compiling this CUDA: the SASS comes after ptxas."),
+                self.src_line: gr.update(choices=source_line_choices(source, partial.get("line_map"),
+                                                                     partial.get("line_origins"),
+                                                                     partial.get("origin_lines")), value=None),
+                self.code_note: ""}
 
     def on_run(self, data: dict, request: gr.Request, progress=gr.Progress()):
         result, out = self.engine_action("run", data, request, progress)

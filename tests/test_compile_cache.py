@@ -1,0 +1,154 @@
+"""The compile cache's parts without jobs: the bounded store on disk (least recently used out, whole files only, a
+corrupt file a miss), a source's program and where its lines went, nvcc's key, the PTX's lines moved, and who is
+served what (an entry written from a job that ran user code reaches only its own student)."""
+import json
+import os
+import stat
+
+from conftest import ROOT
+from playground.engine import compile_cache as cc
+from playground.jobs import result_cache as rc
+
+VECTOR_ADD = (ROOT / "kernels" / "vector_add.py").read_text()
+K1, K2, K3, K4 = (f"{i:064x}" for i in range(1, 5))
+
+
+def entry_bytes(value: dict, kind: str = "answer", key: str = K1) -> int:
+    return len(json.dumps({"format": 1, "kind": kind, "key": key, "value": value}).encode())
+
+
+# -- the store on disk ------------------------------------------------------------------------------------------
+def test_the_store_keeps_entries_across_a_restart_in_a_folder_only_the_server_reads(tmp_path):
+    store = cc.Store(tmp_path / "c", 10**6)
+    assert store.put("answer", K1, {"cuda": "x"}) and store.get("answer", K1) == {"cuda": "x"}
+    again = cc.Store(tmp_path / "c", 10**6)  # a restart: the index is read from the folder
+    assert again.get("answer", K1) == {"cuda": "x"} and again.snapshot()["entries"] == 1
+    assert stat.S_IMODE(os.stat(tmp_path / "c").st_mode) == 0o700
+    assert again.get("answer", K2) is None and again.get("nvcc", K1) is None  # another key, another kind
+
+
+def test_the_store_stays_within_its_bytes_and_drops_the_least_recently_used_first(tmp_path):
+    value = {"text": "y" * 1000}
+    size = entry_bytes(value)
+    store = cc.Store(tmp_path, 3 * size + 10)
+    for k in (K1, K2, K3):
+        store.put("answer", k, value)
+    assert store.get("answer", K1) == value  # K1 read: K2 is now the least recently used
+    store.put("answer", K4, value)
+    assert store.snapshot()["bytes"] <= 3 * size + 10
+    assert store.get("answer", K2) is None and not (tmp_path / "answer" / f"{K2}.json").exists()
+    assert all(store.get("answer", k) == value for k in (K1, K3, K4))
+    # the order outlives a restart (file times), and a smaller budget evicts the oldest at once
+    time_order = cc.Store(tmp_path, 2 * size + 10)
+    assert time_order.snapshot()["entries"] == 2 and time_order.get("answer", K4) == value
+    assert not store.put("answer", K1, {"text": "z" * 2 * size}), "an entry over half the budget is not kept"
+
+
+def test_a_corrupt_cut_or_misplaced_file_is_a_miss_and_is_removed_never_an_error(tmp_path):
+    store = cc.Store(tmp_path, 10**6)
+    for k in (K1, K2, K3, K4):
+        store.put("answer", k, {"ok": True, "cuda": "int x;"})
+    folder = tmp_path / "answer"
+    (folder / f"{K1}.json").write_bytes((folder / f"{K1}.json").read_bytes()[:20])  # cut short by a crash
+    (folder / f"{K2}.json").write_bytes(b"\xff\xfe\x00 not json at all")
+    os.replace(folder / f"{K3}.json", folder / f"{K4}.json")  # K3's entry under K4's name
+    (tmp_path / "answer" / f".{K3}.1.2.tmp").write_text("{")  # a write a stop interrupted
+    for k in (K1, K2, K4):
+        assert store.get("answer", k) is None
+        assert not (folder / f"{k}.json").exists()
+    assert store.snapshot()["corrupt"] == 3
+    cc.Store(tmp_path, 10**6)  # the next start removes what a cut write left
+    assert not list(folder.glob("*.tmp"))
+    (folder / f"{K1}.json").write_text(json.dumps({"format": 1, "kind": "answer", "key": K1, "value": [1]}))
+    assert cc.Store(tmp_path, 10**6).get("answer", K1) is None  # a value that is not an answer
+
+
+def test_a_name_that_is_not_a_key_never_reaches_the_disk(tmp_path):
+    store = cc.Store(tmp_path, 10**6)
+    for kind, key in (("answer", "../../etc/passwd"), ("../x", K1), ("answer", "AB" * 32), ("answer", K1[:-1])):
+        try:
+            store.get(kind, key)
+        except ValueError:
+            continue
+        raise AssertionError(f"{kind}/{key} was looked up")
+
+
+# -- a source as a program ------------------------------------------------------------------------------------------
+def test_comments_blank_lines_and_spacing_leave_the_program_as_it_was_and_say_where_lines_went():
+    program, starts = cc.program_of(VECTOR_ADD)
+    laid_out = "# a comment of mine\n\n" + VECTOR_ADD.replace("bx * block_N", "bx*block_N  # start")
+    again, moved_starts = cc.program_of(laid_out)
+    assert again == program
+    moved = cc.line_mapping(starts, moved_starts)
+    lines = VECTOR_ADD.splitlines()
+    kernel_line = next(n for n, t in enumerate(lines, 1) if "T.Kernel(" in t)
+    assert moved[kernel_line] == kernel_line + 2
+    assert laid_out.splitlines()[moved[kernel_line] - 1] == lines[kernel_line - 1]
+    for other in (VECTOR_ADD.replace("start", "offset"),  # a rename
+                  VECTOR_ADD.replace('"""Vector addition', '"""Vector sum', 1),  # a docstring
+                  VECTOR_ADD.replace("block_N=8192", "block_N=4096"), VECTOR_ADD + "\nX = 1\n"):
+        assert cc.program_of(other)[0] != program
+    assert cc.program_of("def f(:\n  )))") is None  # not Python: no program, no shortcut
+
+
+def test_an_answer_laid_out_anew_gets_its_line_map_warnings_and_ptx_lines_moved():
+    answer = {"ok": True, "error": None, "line_map": [None, 2, 3, None], "source_file": "/job/src/a/k.py",
+              "warnings": [{"stage": "resources", "line": 3, "message": "spills"}],
+              "ptx": '.file\t1 "/tmp/t/tvm_kernels.cu"\n.file\t2 "/job/src/a/k.py"\n.loc\t2 3 5\n.loc\t1 3 0\n'
+                     '.loc\t3 9 1, function_name $L, inlined_at 2 2 7\n'}
+    old = "import x\ny = 1\nz = 2\n"
+    new = "# one\n# two\nimport x\n\ny = 1\nz = 2\n"
+    moved = rc.relaid(answer, old, new)
+    assert moved["line_map"] == [None, 5, 6, None] and moved["warnings"][0]["line"] == 6
+    assert ".loc\t2 6 5" in moved["ptx"] and ".loc\t1 3 0" in moved["ptx"] and "inlined_at 2 5 7" in moved["ptx"]
+    assert rc.relaid(answer, old, "import x\ny = 1\nz = 3\n") is None  # another program
+
+
+# -- nvcc's key --------------------------------------------------------------------------------------------------
+def test_nvccs_key_is_the_cuda_its_flags_and_tilelang_and_not_the_jobs_folder():
+    from playground.engine.compile import _stable_options
+    flags = {"format": "cubin", "arch": ["-arch=sm_90a"],
+             "options": _stable_options(["-std=c++20", "-keep", "-keep-dir", "/job/tmp/nvcc-keep-abc"])}
+    same = {**flags, "options": _stable_options(["-std=c++20", "-keep", "-keep-dir", "/job/tmp/nvcc-keep-xyz"])}
+    key = cc.nvcc_key("int main;", flags, "0.1.15")
+    assert key == cc.nvcc_key("int main;", same, "0.1.15")
+    assert len({key, cc.nvcc_key("int main2;", flags, "0.1.15"), cc.nvcc_key("int main;", flags, "0.1.16"),
+                cc.nvcc_key("int main;", {**flags, "arch": ["-arch=sm_80"]}, "0.1.15"),
+                cc.nvcc_key("int main;", {**flags, "options": ["--use_fast_math"]}, "0.1.15")}) == 5
+
+
+# -- who is served what -------------------------------------------------------------------------------------------
+NVCC = {"ptx": "ptx", "sass": "sass", "ptxas_log": "log", "cubin_b64": "AAAA", "line_map": [1],
+        "source_file": "/job/src/a/k.py"}
+
+
+def test_an_entry_from_a_students_job_reaches_that_student_only_and_one_without_user_code_reaches_all(tmp_path):
+    cache = rc.ResultCache(tmp_path, 10**7)
+    alice, bob = rc.writer_of("user:alice"), rc.writer_of("user:bob")
+    cache.put_nvcc(K1, alice, {**NVCC, "sass": "alice's"})
+    assert cache.get_nvcc(K1, [rc.SHARED, alice])["sass"] == "alice's"
+    assert cache.get_nvcc(K1, [rc.SHARED, bob]) is None, "one student's job never answers for another"
+    cache.put_nvcc(K1, rc.SHARED, {**NVCC, "sass": "the catalogue's"})
+    assert cache.get_nvcc(K1, [rc.SHARED, bob])["sass"] == "the catalogue's"
+    assert cache.get_nvcc(K1, [rc.SHARED, alice])["sass"] == "the catalogue's"  # shared first
+    # programs alike
+    answer = {"ok": True, "error": None, "line_map": [1], "warnings": []}
+    cache.put(K2, answer)
+    cache.put_program(K3, alice, K2, "x = 1\n")
+    assert cache.get_program(K3, [rc.SHARED, alice], "x = 1  # mine\n")["line_map"] == [1]
+    assert cache.get_program(K3, [rc.SHARED, bob], "x = 1  # mine\n") is None
+    # where one person may log in under any name, the address is part of whose entries they are
+    from playground.jobs.queue import Student
+    assert rc.writer_of(Student("user:alice", "10.0.0.9")) != alice
+    assert rc.writer_of("anon") is None and rc.writer_of("") is None
+
+
+def test_the_cache_is_read_back_from_disk_after_a_restart_and_a_malformed_entry_is_a_miss(tmp_path):
+    cache = rc.ResultCache(tmp_path, 10**7)
+    cache.put(K1, {"ok": True, "cuda": "int a;"})
+    cache.put_nvcc(K2, rc.SHARED, {**NVCC, "cubin_b64": 7})  # not nvcc's output as kept: never served
+    restarted = rc.ResultCache(tmp_path, 10**7)
+    assert restarted.get(K1) == {"ok": True, "cuda": "int a;"}
+    assert restarted.get_nvcc(K2, [rc.SHARED]) is None
+    restarted.clear()
+    assert rc.ResultCache(tmp_path, 10**7).get(K1) is None
