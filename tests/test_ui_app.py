@@ -326,3 +326,24 @@ def test_describe_and_compile_name_the_users_file_never_the_servers_folders(clie
     compiled = client.predict("gemm", broken, SMALL, api_name="/compile")
     assert not compiled["ok"] and "I am gemm.py" in compiled["error"]["message"], compiled["error"]
     assert 'File "gemm.py", line' in compiled["error"]["log"] and server_paths(compiled) == []
+
+
+def test_the_compile_button_shows_the_cuda_when_lowering_ends_and_the_rest_when_it_comes():
+    # CUDA first: the handler yields the generated CUDA (with its line map) the moment the job's lowering ends, with
+    # the PTX and SASS said to be coming; then the whole answer. A code edit that no cache can answer: a real job.
+    import uuid
+    from playground.ui import gateway
+    from playground.ui.layout import Page
+    page = Page()
+    demo = page.build()
+    on_compile = [f for f in demo.fns.values() if any(target[0] == page.compile_btn._id for target in f.targets)]
+    assert len(on_compile) == 1
+    data = {c: None for c in on_compile[0].inputs}
+    source = gateway.original_source("vector_add") + f"\n_edit_{uuid.uuid4().hex} = 0\n"
+    data.update({page.kernel: "vector_add", page.editor: source, page.dtype: "float16"})
+    steps = list(on_compile[0].fn(data, None))
+    assert len(steps) >= 2, "one answer only: the CUDA did not come first"
+    first, last = steps[0], steps[-1]
+    assert "nvcc is compiling this CUDA" in str(first[page.ptx]) and "__global__" in str(first[page.cuda])
+    assert page.status not in first or "compiled" not in str(first.get(page.status))
+    assert "compiled vector_add" in str(last[page.status]) and ".version" in str(last[page.ptx])

@@ -499,7 +499,7 @@ class Page:
     def engine_action(self, action: str, data: dict, request: gr.Request, progress: gr.Progress,
                       options: dict | None = None, on_partial=None) -> tuple[dict, dict]:
         if own_kernel.is_own(self, data):
-            return own_kernel.engine_action(self, action, data, request, progress, options)
+            return own_kernel.engine_action(self, action, data, request, progress, options, on_partial)
         kernel, source, c, values, dtype, arch = self.read(data)
         started = time.monotonic()
         with StagedProgress(progress, action) as staged:

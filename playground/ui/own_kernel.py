@@ -201,10 +201,10 @@ def missing_values(page, data: dict) -> list[str]:
 
 
 # -- handlers ------------------------------------------------------------------------------------------------------
-def engine_action(page, action: str, data: dict, request, progress, options: dict | None = None):
+def engine_action(page, action: str, data: dict, request, progress, options: dict | None = None, on_partial=None):
     """Page.engine_action for a kernel of one's own: the parameters read again if the source changed, the required
-    ones asked for, then kernel "" with the source."""
-    from .common import StagedProgress, session_of
+    ones asked for, then kernel "" with the source (`on_partial`: a compile's CUDA, the moment lowering ends)."""
+    from .common import StagedProgress, session_of, tab_of
     session = session_of(request)
     started = time.monotonic()
     out = {}
@@ -221,7 +221,7 @@ def engine_action(page, action: str, data: dict, request, progress, options: dic
     kernel, source, c, values, dtype, arch = read(page, data)
     with StagedProgress(progress, action) as staged:
         result = gateway.call(action, "", source, engine_params(page, data), session=session, arch=arch,
-                              options=options, on_progress=staged, owner=getattr(request, "session_hash", None))
+                              options=options, on_progress=staged, owner=tab_of(request), on_partial=on_partial)
     result["kernel"] = result.get("kernel") or (data.get(page.own) or {}).get("entry") or "my kernel"
     return result, finish(page, action, data, result, out, session, started)
 
