@@ -305,8 +305,9 @@ def test_ctrl_enter_compiles_and_ctrl_shift_enter_runs_from_inside_the_editor(pa
 
 
 def test_switching_kernel_mid_compile_drops_the_old_kernels_answer(page, url):
-    open_page(page, url, "?kernel=vector_add&N=4096")
-    type_at_top(page, f"# not in the cache: {time.time()}\n")  # a real compile, seconds long
+    n = 4096 + time.time_ns() % 4096  # a size never compiled: a real compile, seconds long (nvcc runs)
+    open_page(page, url, f"?kernel=vector_add&N={n}")
+    type_at_top(page, f"# not in the cache: {n}\n")
     page.click("#pg-compile")
     page.wait_for_function("() => /queued|starting|importing|lowering|nvcc/.test("
                            "document.querySelector('#pg-status').innerText)")  # under way
@@ -703,8 +704,9 @@ RECORD_STATUS_JS = """() => {
 
 
 def test_a_cold_compile_shows_its_stages_with_their_times(page, url):
-    open_page(page, url, "?kernel=vector_add&N=4096")
-    type_at_top(page, f"# a cold compile: {time.time_ns()}\n")  # a source never compiled before
+    n = 4096 + time.time_ns() % 4096  # a size never compiled before: its CUDA too (nvcc runs)
+    open_page(page, url, f"?kernel=vector_add&N={n}")
+    type_at_top(page, f"# a cold compile: {n}\n")
     page.evaluate(RECORD_STATUS_JS)
     page.click("#pg-compile")
     page.wait_for_function("() => /nvcc|compiled|failed/.test(document.querySelector('#pg-status').innerText)",

@@ -622,7 +622,7 @@ def test_one_persons_endless_loops_under_many_names_delay_a_classmate_by_at_most
             assert time.monotonic() < deadline, st.scheduler.snapshot()
             time.sleep(0.1)
         asked, started = time.monotonic(), []
-        answer = jobs.run_job("compile", "vector_add", VECTOR_ADD + "# cleo's\n", {}, timeout=120,
+        answer = jobs.run_job("compile", "vector_add", VECTOR_ADD + "_cleos = 0\n", {}, timeout=120,
                               session=Student("user:cleo", address="198.51.100.4"),
                               on_progress=lambda what, _: started.append(time.monotonic()) if what == "starting" else 0)
         jobs.stop("eve's tab")

@@ -185,7 +185,8 @@ def drive(head_pid: int, temp: Path, call: str) -> dict:
     """Run `call` (an expression of this module, answering a dict) as the server would, beside the head."""
     out_file = temp / "seen.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0",
-           "PLAYGROUND_RAY": f"127.0.0.1:{PORT}"}
+           "PLAYGROUND_RAY": f"127.0.0.1:{PORT}",
+           "PLAYGROUND_DATA": str(temp / "server-data")}  # its own compile cache: the first compile is the cluster's
     code = (f"import json, sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import test_jobs_ray as t; "
             f"json.dump(t.{call}, open({str(out_file)!r}, 'w'), default=str)")
     driver = subprocess.run(["nsenter", "-t", str(head_pid), "-n", sys.executable, "-c", code], cwd=ROOT,
