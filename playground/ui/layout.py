@@ -586,7 +586,10 @@ class Page:
             return {}
         shown = {"cuda": partial["cuda"], "line_map": partial.get("line_map"), "source": source, "kernel": kernel,
                  "line_origins": partial.get("line_origins"), "origin_lines": partial.get("origin_lines")}
-        return {self.cuda: self.cuda_view(shown, None),
+        # (Gradio draws no progress on the status line once a handler has yielded: the line says what is still on)
+        return {self.status: ('<div class="pg-status pending">waiting for nvcc and ptxas (the PTX, the SASS, '
+                              'registers and shared memory): lowering is done, its CUDA is shown…</div>'),
+                self.cuda: self.cuda_view(shown, None),
                 self.ptx: code_html("", empty="nvcc is compiling this CUDA: its PTX comes next."),
                 self.sass: code_html("", empty="nvcc is compiling this CUDA: the SASS comes after ptxas."),
                 self.src_line: gr.update(choices=source_line_choices(source, partial.get("line_map"),
