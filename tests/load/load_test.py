@@ -1,12 +1,15 @@
 """Load test: N concurrent browser sessions (gradio_client) compiling on CPU for a bounded time.
 
-    python tests/load/load_test.py [--sessions 30] [--seconds 180] [--out bench/load.json]
+    python tests/load/load_test.py [--sessions 30] [--seconds 180] [--out bench/load.json] [--edit comment|code]
 
 Starts `python app.py --port PORT` on the loopback, waits for /health, then runs N sessions side by side, each a
 gradio_client.Client of its own (so a session of its own on the server, as 30 students' tabs are). Each session,
 until the time is up, edits and compiles like a student: mostly parameter changes of the built-in vector_add (which
 the class shares, so many answers come from the result cache), and every third request an edit of its own to the
-source (a compile nobody did before). It waits for each answer before sending the next, as a page does.
+source: a comment (`--edit comment`, the default: the same program laid out anew, answered from the compile cache
+with its lines moved) or a line of code (`--edit code`: another program with the same CUDA, a job whose nvcc is
+skipped). It waits for each answer before sending the next, as a page does. The app gets a data folder (and so a
+compile cache) of this run's own unless PLAYGROUND_DATA is set; it pre-warms the shipped kernels as it starts.
 
 Counts as failed: an exception from the client, or an answer that is not ok (busy and timeouts included). Reports
 p50/p95/max latency (all, cold, cached), throughput, and whether any job process or folder outlived the server.
@@ -92,7 +95,7 @@ def percentile(values: list[float], q: float) -> float | None:
     return round(values[min(len(values) - 1, int(round(q * (len(values) - 1))))], 3)
 
 
-def session(index: int, url: str, until: float, records: list, lock: threading.Lock) -> None:
+def session(index: int, url: str, until: float, records: list, lock: threading.Lock, edit: str = "comment") -> None:
     from gradio_client import Client
     rng = random.Random(index)
     source = (ROOT / "kernels" / "vector_add.py").read_text()
@@ -106,7 +109,10 @@ def session(index: int, url: str, until: float, records: list, lock: threading.L
     while time.monotonic() < until and n < 200:
         n += 1
         own_edit = n % 3 == 0
-        text = source + f"\n# session {index}, edit {n}\n" if own_edit else ""
+        # An edit of one's own: a comment (the same program laid out anew: the compile cache moves its lines), or
+        # with --edit code a line of code (another program with the same CUDA: a job lowers it, nvcc is skipped)
+        mine = f"# session {index}, edit {n}" if edit == "comment" else f"_session_{index}_edit_{n} = 0"
+        text = source + f"\n{mine}\n" if own_edit else ""
         # A class opens the page at once: every session's first compile is the same one, which runs once and answers
         # the others from the result cache (however slow the machine; later requests repeat one only by chance)
         params = VARIANTS[0] if n == 1 else rng.choice(VARIANTS)
@@ -136,7 +142,7 @@ def job_processes() -> list[str]:
 
 
 def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | None = None,
-        note: str = "") -> dict:
+        note: str = "", edit: str = "comment") -> dict:
     port = free_port()
     log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"load-app-{port}.log"
     app = start_app(port, log_path, ui_concurrency)
@@ -148,7 +154,7 @@ def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | N
         lock = threading.Lock()
         started = time.monotonic()
         until = started + seconds
-        threads = [threading.Thread(target=session, args=(i, url, until, records, lock), daemon=True)
+        threads = [threading.Thread(target=session, args=(i, url, until, records, lock, edit), daemon=True)
                    for i in range(sessions)]
         for t in threads:
             t.start()
@@ -179,7 +185,7 @@ def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | N
                                  text=True).stdout.strip(),
         "machine": {"cores": os.cpu_count(), "gpu": health.get("gpu"), "sandbox": health.get("sandbox"),
                     "sandbox_why": health.get("sandbox_why"), "cpu_slots": health["queue"]["cpu"]["slots"]},
-        "sessions": sessions, "seconds": seconds, "ui_concurrency": ui_concurrency or "app default", "note": note, "wall_seconds": round(wall, 1),
+        "sessions": sessions, "seconds": seconds, "ui_concurrency": ui_concurrency or "app default", "note": note, "edit": edit, "wall_seconds": round(wall, 1),
         "requests": len(records), "failed": len(failed), "failures": failed[:10],
         "cold_compiles": len(cold), "cached_answers": len(cached),
         "throughput_per_s": round(len(records) / wall, 2) if wall else None,
@@ -206,8 +212,13 @@ def main() -> int:
     parser.add_argument("--ui-concurrency", type=int, help="PLAYGROUND_UI_CONCURRENCY for the app (its engine "
                         "endpoints' gradio concurrency limit)")
     parser.add_argument("--note", default="")
+    parser.add_argument("--edit", choices=("comment", "code"), default="comment",
+                        help="what a session's own edit adds to the source: a comment, or a line of code")
     args = parser.parse_args()
-    report = run(args.sessions, args.seconds, args.out, args.ui_concurrency, args.note)
+    if "PLAYGROUND_DATA" not in os.environ:  # a compile cache of this run's own: the class starts cold
+        import tempfile
+        os.environ["PLAYGROUND_DATA"] = tempfile.mkdtemp(prefix="load-test-data-")
+    report = run(args.sessions, args.seconds, args.out, args.ui_concurrency, args.note, args.edit)
     print(json.dumps({k: v for k, v in report.items() if k != "failures"}, indent=1))
     ok = report["failed"] == 0 and not report["leaked_processes"] and not report["leaked_job_folder"]
     return 0 if ok else 1
