@@ -412,7 +412,12 @@ HEAD = r"""
     }
     for (const [name, value] of [["--pg-editor-h", editorH], ["--pg-code-h", codeH]]) {
       const now = parseFloat(root.style.getPropertyValue(name)) || 0;
-      if (Math.abs(now - value) > 2) root.style.setProperty(name, `${Math.round(value)}px`);
+      if (Math.abs(now - value) > 2) {
+        root.style.setProperty(name, `${Math.round(value)}px`);
+        // an error's line just scrolled to stays in view when the editor's height changes under it
+        if (name === "--pg-editor-h" && window.pgErrorLine && window.pgRescrollError &&
+            Date.now() - (window.pgErrorAt || 0) < 3000) requestAnimationFrame(window.pgRescrollError);
+      }
     }
   };
   window.pgFitWorkspace = fitWorkspace;
@@ -538,9 +543,12 @@ TYPED_TO_TAB_DRAFT_JS = """
 # Scroll the editor to an error's line and flag its line number: gr.Code has no API for it, CodeMirror's DOM does.
 SCROLL_TO_ERROR_JS = """
 (line) => {
+  window.pgErrorLine = line || null;
+  window.pgErrorAt = Date.now();
   if (!line) return [];
   const root = document.querySelector("#pg-editor");
   if (!root) return [];
+  const scroll = () => {
   // CodeMirror's own view (on its content element: `cmTile` in CodeMirror 6.38+, `cmView` before) scrolls to the
   // line wherever it is; counting line heights instead went wrong past a wrapped line (a long docstring line).
   const content = root.querySelector(".cm-content");
@@ -560,6 +568,10 @@ SCROLL_TO_ERROR_JS = """
       if (el.textContent.trim() === String(line)) el.classList.add("pg-err-gutter");
     });
   }, 120);
+  };
+  // The error's box over the editor may come after this and shrink the editor (fitWorkspace): it scrolls again then.
+  window.pgRescrollError = scroll;
+  scroll();
   return [];
 }
 """
