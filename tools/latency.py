@@ -2,7 +2,7 @@
 layer (ui/gateway.call, what the Compile button calls), recorded in bench/latency.json.
 
     .venv/bin/python tools/latency.py [--kernels vector_add gemm] [--repeats 3] [--out bench/latency.json]
-                                      [--load-before bench/load.json --load-after bench/load-live.json]
+                                      [--load-before bench/load.json --load-after bench/load-live.json ...]
 
 For each shipped kernel at the page's first request (its default sizes, every tile on auto), and for a kernel of
 one's own (kernels/vector_add.py's text as a user's file: kernel ""), each repeat measures:
@@ -115,7 +115,7 @@ def load_figures(path: Path | None) -> dict | None:
     return {"file": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path), "commit": data.get("commit"),
             "date": data.get("date"), "requests": data.get("requests"), "failed": data.get("failed"),
             "cold_latency_s": data.get("cold_latency_s"), "cached_latency_s": data.get("cached_latency_s"),
-            "note": data.get("note")}
+            "edit": data.get("edit"), "note": data.get("note")}
 
 
 def main() -> int:
@@ -125,7 +125,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "latency.json")
     parser.add_argument("--load-before", type=Path, help="a load test's record before (tests/load/load_test.py)")
-    parser.add_argument("--load-after", type=Path, help="a load test's record after")
+    parser.add_argument("--load-after", type=Path, nargs="*", default=[], help="load test records after")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="latency-") as data:
         settings = current().replace(data_dir=Path(data), prewarm=False)
@@ -142,7 +142,7 @@ def main() -> int:
               "machine": {"cores": usable_cores(), "gpu": health.get("gpu"), "sandbox": health.get("sandbox"),
                           "tilelang": health.get("tilelang"), "cpu_slots": health["queue"]["cpu"]["slots"]},
               "how": __doc__.strip().splitlines(), "figures": figures,
-              "load_test": {"before": load_figures(args.load_before), "after": load_figures(args.load_after)}}
+              "load_test": {"before": load_figures(args.load_before), "after": [load_figures(p) for p in args.load_after]}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     return 0
