@@ -118,7 +118,7 @@ def test_nvccs_key_is_the_cuda_its_flags_and_tilelang_and_not_the_jobs_folder():
 
 
 # -- who is served what -------------------------------------------------------------------------------------------
-NVCC = {"ptx": "ptx", "sass": "sass", "ptxas_log": "log", "cubin_b64": "AAAA", "line_map": [1],
+NVCC = {"ptx": "ptx", "sass": "sass", "ptxas_log": "log", "cubin_b64": "AAAA", "user_lines": [1, None],
         "source_file": "/job/src/a/k.py"}
 
 

@@ -572,15 +572,12 @@ class NvccOutputs(Protocol):
     (compile_cache.nvcc_key) and answers only from outputs it trusts (playground/jobs/README.md, the threat model)."""
 
     def lowered(self, partial: dict) -> dict | None:
-        """`partial`: the CUDA (no `#line` directives), its line map and origins, the arch and what nvcc would be
-        handed ("nvcc": {"format", "arch", "options"}). Returns {"ptx", "sass", "ptxas_log", "cubin_b64",
-        "line_map"} kept for that CUDA, or None: nvcc runs."""
+        """`partial`: the CUDA (no `#line` directives), its line map and origins, the user's line of each CUDA
+        line as nvcc counts it ("user_lines"), the arch and what nvcc would be handed ("nvcc": {"format", "arch",
+        "options"}). Returns nvcc's output kept for that CUDA (compile_cache.NVCC_FIELDS), or None: nvcc runs."""
 
     def compiled(self, made: dict) -> None:
         """nvcc ran: {"cubin_b64"} (the PTX, SASS and ptxas's log are in the answer)."""
-
-
-KNOWN_FIELDS = {"ptx": str, "sass": str, "ptxas_log": str, "cubin_b64": str, "line_map": list}
 
 
 def _stable_options(options) -> list[str]:
@@ -619,7 +616,8 @@ class _Nvcc:
                         "origin_lines": origin_quotes(origins, files) if any(origins) else None, "arch": self.arch,
                         "nvcc": {"format": target_format, "arch": arch, "options": _stable_options(options)}}
         known = self.outputs.lowered(self.partial) if self.outputs is not None else None
-        if isinstance(known, dict) and all(isinstance(known.get(k), t) for k, t in KNOWN_FIELDS.items()):
+        # (kept for this very CUDA text, so its lines pair up with this one's: a list of another length is not it)
+        if cache.nvcc_output_ok(known) and len(known["user_lines"]) == len(self.partial["user_lines"]):
             try:
                 cubin = base64.b64decode(known["cubin_b64"], validate=True)
             except ValueError:
@@ -689,11 +687,8 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         seconds = time.perf_counter() - start
         if nvcc.known is not None:  # nvcc's output for this very CUDA, kept: its PTX's lines moved to this source
             known = nvcc.known
-            old_lines, new_lines = known.get("user_lines"), nvcc.partial["user_lines"]
-            if isinstance(old_lines, list) and len(old_lines) == len(new_lines):  # CUDA line by CUDA line
-                moved = {a: b for a, b in zip(old_lines, new_lines) if isinstance(a, int) and isinstance(b, int)}
-            else:
-                moved = cache.mapping_between_line_maps(known["line_map"], nvcc.partial["line_map"])
+            moved = {a: b for a, b in zip(known["user_lines"], nvcc.partial["user_lines"])  # CUDA line by CUDA line
+                     if isinstance(a, int) and isinstance(b, int)}
             ptx = cache.remap_loc(known["ptx"], str(known.get("source_file") or user_file), moved)
             ptxas_log, sass = known["ptxas_log"], known["sass"]
             figures = parse_ptxas(ptxas_log)

@@ -8,6 +8,7 @@
 - `nvcc_key`: what nvcc's output for a generated CUDA text depends on: that text without its `#line` directives,
   nvcc's flags and target, TileLang's version (whose nvcc and headers compile it). An edit that leaves the CUDA as
   it was (a comment, a rename of a Python name, a blank line) has the same key: nvcc and ptxas need not run again.
+- `NVCC_FIELDS` / `nvcc_output_ok`: what a kept nvcc output holds, checked wherever one is read.
 - `program_of` / `line_mapping`: a Python source as a program, its tokens without comments, blank lines, line breaks
   inside brackets and the spacing between tokens; two sources with the same program differ in how they are laid
   out only, and `line_mapping` says where each line of the one went in the other. Read with `tokenize`, never run.
@@ -231,7 +232,15 @@ class Store:
 
 
 # -- what nvcc's output depends on --------------------------------------------------------------------------------
-NVCC_FORMAT = 1  # bump when the shape of a kept nvcc output changes
+NVCC_FORMAT = 2  # bump when the shape of a kept nvcc output changes (2: user_lines in place of the line map)
+NVCC_FIELDS = {"ptx": str, "sass": str, "ptxas_log": str, "cubin_b64": str, "user_lines": list}
+
+
+def nvcc_output_ok(entry) -> bool:
+    """Is `entry` nvcc's output as kept: its PTX, SASS, ptxas's log and cubin as text, and for each CUDA line the
+    user's line nvcc counted it as (engine/compile.nvcc_user_lines: an int, or None)?"""
+    return (isinstance(entry, dict) and all(isinstance(entry.get(k), t) for k, t in NVCC_FIELDS.items())
+            and all(n is None or type(n) is int for n in entry["user_lines"]))
 
 
 def nvcc_key(cuda: str, nvcc: dict, tilelang_version: str) -> str:
@@ -280,18 +289,6 @@ def line_mapping(old: list[tuple[int, int]], new: list[tuple[int, int]], lines: 
         elif out:  # after the last token: from the last line that has one
             last = max(out)
             out[line] = out[last] + (line - last)
-    return out
-
-
-def mapping_between_line_maps(old: list, new: list) -> dict[int, int]:
-    """{a user line of `old`: the user line of `new`} for one CUDA text's two line maps (the same CUDA line, made from
-    two layouts of the source)."""
-    out: dict[int, int] = {}
-    if len(old) != len(new):
-        return out
-    for a, b in zip(old, new):
-        if isinstance(a, int) and isinstance(b, int):
-            out.setdefault(a, b)
     return out
 
 

@@ -579,23 +579,26 @@ TIMEOUT_CAUSES = (
 )
 
 
+def _during(stage: str) -> tuple[str, str] | None:
+    """(what the job was doing, the likely cause) for the job's last progress message, or None."""
+    low = (stage or "").lower()
+    return next(((doing, cause) for word, doing, cause in TIMEOUT_CAUSES if word in low), None)
+
+
 def timeout_message(action: str, timeout: float, stage: str) -> str:
     """"the compile job ran past its 120 s limit while nvcc compiled the generated CUDA: very large unrolled loops
     (T.unroll, big T.Parallel extents) make nvcc slow" (`stage`: the job's last progress message)."""
-    low = (stage or "").lower()
-    for word, doing, cause in TIMEOUT_CAUSES:
-        if word in low:
-            return f"the {action} job ran past its {timeout:g} s limit {doing} and was stopped: {cause}"
-    return f"the {action} job ran past its {timeout:g} s limit and was stopped (an endless loop, or too large a problem?)"
+    during = _during(stage)
+    if during is None:
+        return (f"the {action} job ran past its {timeout:g} s limit and was stopped (an endless loop, or too large a "
+                "problem?)")
+    return f"the {action} job ran past its {timeout:g} s limit {during[0]} and was stopped: {during[1]}"
 
 
 def with_stage(result: dict, action: str, timeout: float, stage: str) -> dict:
     """A job's own timeout answer (its alarm, or nvcc's own limit) said with the stage it came in; the user's line
     and the log kept."""
     err = result.get("error")
-    if result.get("ok") or not isinstance(err, dict) or err.get("stage") != "timeout" or not stage:
+    if result.get("ok") or not isinstance(err, dict) or err.get("stage") != "timeout" or _during(stage) is None:
         return result
-    if any(word in (stage or "").lower() for word, _, _ in TIMEOUT_CAUSES):
-        err = {**err, "message": timeout_message(action, timeout, stage)}
-        return {**result, "error": err}
-    return result
+    return {**result, "error": {**err, "message": timeout_message(action, timeout, stage)}}

@@ -43,14 +43,13 @@ import json
 import threading
 from pathlib import Path
 
-from ..engine.compile_cache import Store, line_mapping, program_of, remap_loc
+from ..engine.compile_cache import Store, line_mapping, nvcc_output_ok, program_of, remap_loc
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHEABLE_STAGES = {None, "python", "definition", "parameters", "tilelang", "nvcc", "resources"}
 BUDGET_BYTES = 512 * 2**20  # in memory: a compile answer (CUDA, PTX, host code) is 0.1-3 MiB: a few hundred answers
 FOLDER = "compile-cache"  # in the server's data folder
 SHARED = "shared"  # the writer of entries made from jobs that ran no user code: served to everyone
-NVCC_FIELDS = {"ptx": str, "sass": str, "ptxas_log": str, "cubin_b64": str, "line_map": list, "source_file": str}
 CUT = "... (cut at "  # what job.bound_answer writes into a text it cut: such a text is never kept as nvcc's output
 
 
@@ -151,17 +150,15 @@ def relaid(answer: dict, old_source: str, new_source: str) -> dict | None:
 
 def nvcc_entry(result: dict, lowered: dict | None, made: dict | None) -> dict | None:
     """What to keep of nvcc's output from a compile job's answer: its PTX, SASS and ptxas's log, the cubin it said
-    nvcc made, the line map of the CUDA it sent (to move the PTX's lines for another layout). None unless the job
-    compiled ok, ran nvcc itself, and nothing of it was cut."""
+    nvcc made, the user's line of each CUDA line it sent (to move the PTX's lines for another layout). None unless
+    the job compiled ok, ran nvcc itself, and nothing of it was cut."""
     if not (laid_out(result) and isinstance(lowered, dict) and isinstance(made, dict)) or result.get("nvcc_reused"):
         return None
     entry = {"ptx": result.get("ptx"), "sass": result.get("sass"), "ptxas_log": result.get("ptxas_log"),
-             "cubin_b64": made.get("cubin_b64"), "line_map": lowered.get("line_map"),
-             "user_lines": lowered.get("user_lines"), "source_file": result.get("source_file")}
-    if not all(isinstance(entry[k], t) for k, t in NVCC_FIELDS.items()) or not entry["cubin_b64"]:
+             "cubin_b64": made.get("cubin_b64"), "user_lines": lowered.get("user_lines"),
+             "source_file": result.get("source_file")}
+    if not (nvcc_output_ok(entry) and isinstance(entry["source_file"], str)) or not entry["cubin_b64"]:
         return None
-    if not (isinstance(entry["user_lines"], list) and all(n is None or type(n) is int for n in entry["user_lines"])):
-        entry["user_lines"] = None  # (the PTX's lines then move by the line map)
     if any(CUT in entry[k] for k in ("ptx", "sass", "ptxas_log")) or CUT in str(lowered.get("cuda", "")):
         return None
     return entry
@@ -254,7 +251,7 @@ class ResultCache:
     def get_nvcc(self, nkey: str, readers: list[str]) -> dict | None:
         for reader in readers:
             entry = self._get("nvcc", _scoped(reader, nkey))
-            if isinstance(entry, dict) and all(isinstance(entry.get(k), t) for k, t in NVCC_FIELDS.items()):
+            if nvcc_output_ok(entry) and isinstance(entry.get("source_file"), str):
                 with self.lock:
                     self.served["nvcc"] += 1
                 return entry
