@@ -51,3 +51,22 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("GPU timings")
         for line in lines:
             terminalreporter.write_line("SUMMARY " + line)
+
+
+# -- the browser the page's end-to-end tests drive ----------------------------------------------------------------
+CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def need_browser() -> None:
+    """Skip the calling fixture's tests where chromium or playwright is missing (make setup-test installs both)."""
+    import shutil
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.skip(f"chromium is not installed at {CHROMIUM} (apt-get install chromium; make setup-test does)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
+
+
+def launch_browser(playwright):
+    """Headless chromium, talking to nothing but the page under test."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, timeout=60_000)

@@ -21,13 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, launch_browser, need_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
-CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TEACHER_PW = "teacher-secret"
 CLASS_PW = "class-secret"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -52,9 +49,7 @@ def write_exercise(folder: Path, deadline: float) -> None:
 
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        pytest.skip(f"chromium is not installed at {CHROMIUM} (apt-get install chromium; make setup-test does)")
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
+    need_browser()
     if os.environ.get("PLAYGROUND_URL"):
         pytest.skip("needs a class server of its own")
     from playground.settings import Settings
@@ -77,7 +72,7 @@ def term(tmp_path_factory):
     start_jobs(settings)
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, timeout=60_000)
+        browser = launch_browser(p)
         yield {"url": local, "room": room, "folder": folder, "browser": browser}
         browser.close()
     demo.close()

@@ -6,22 +6,18 @@ kernel of one's own, compiles with no value typed. Each test prints what it meas
 tests/artifacts/ (git-ignored)."""
 import os
 import re
-import shutil
 import socket
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, launch_browser, need_browser
 from tilelang_readme import QUICKSTART
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
 
-CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 GEMM_DEF = next(i for i, text in enumerate((ROOT / "kernels" / "gemm.py").read_text().splitlines(), 1)
                 if text.startswith("def gemm("))
@@ -29,9 +25,7 @@ GEMM_DEF = next(i for i, text in enumerate((ROOT / "kernels" / "gemm.py").read_t
 
 @pytest.fixture(scope="module")
 def url():
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        pytest.skip(f"chromium is not installed at {CHROMIUM} (apt-get install chromium; make setup-test does)")
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
+    need_browser()
     if os.environ.get("PLAYGROUND_URL"):
         yield os.environ["PLAYGROUND_URL"].rstrip("/") + "/"
         return
@@ -48,7 +42,7 @@ def url():
 def browser(url):
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, timeout=60_000)
+        b = launch_browser(p)
         yield b
         b.close()
 

@@ -3,21 +3,17 @@ chromium, the page served as serve() serves it (the MCP tools added, mcp_server=
 shown once, works for an MCP request, never shows again, and stops working once revoked on the page."""
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import socket
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
+from conftest import launch_browser, need_browser
+
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
-CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TEACHER_PW = "teacher-secret"
 CLASS_PW = "class-secret"
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -33,9 +29,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def page_server(tmp_path_factory):
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        pytest.skip(f"chromium is not installed at {CHROMIUM} (apt-get install chromium; make setup-test does)")
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (requirements-dev.txt)")
+    need_browser()
     from playground.settings import Settings
     from playground.ui import classroom as cls, mcp_tools, server
     from playground.ui.layout import build_demo
@@ -51,7 +45,7 @@ def page_server(tmp_path_factory):
     server.protect(demo, app, room)
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, timeout=60_000)
+        browser = launch_browser(p)
         yield {"url": local.rstrip("/"), "room": room, "browser": browser}
         browser.close()
     demo.close()

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_browser import ARGS, CHROMIUM, free_port, wait_idle  # noqa: E402  (the browser test's own helpers)
+from conftest import launch_browser  # noqa: E402  (the browser tests' own chromium)
+from test_browser import free_port, wait_idle  # noqa: E402  (the browser test's own helpers)
 
 
 def recorded_answers(folder: Path):
@@ -47,7 +48,7 @@ def main(folder: Path) -> None:
     from playwright.sync_api import sync_playwright
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, timeout=60_000)
+            browser = launch_browser(p)
             page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
             page.set_default_timeout(60_000)
             page.goto(url + "?kernel=gemm", wait_until="domcontentloaded")
