@@ -424,8 +424,16 @@ def test_an_error_far_down_the_source_is_scrolled_into_view_in_the_editor(browse
     click(page, "#pg-compile")
     assert "failed at line 60" in wait_idle(page)
     flag = page.wait_for_selector("#pg-editor .pg-err-gutter")
-    box, view = flag.bounding_box(), page.locator("#pg-editor .cm-scroller").bounding_box()
-    assert view["y"] <= box["y"] and box["y"] + box["height"] <= view["y"] + view["height"], (box, view)
+    # the error's box may still be shrinking the editor: the line must be in view once the page settles
+    in_view = """() => { const f = document.querySelector('#pg-editor .pg-err-gutter'),
+        v = document.querySelector('#pg-editor .cm-scroller'); if (!f || !v) return false;
+        const b = f.getBoundingClientRect(), s = v.getBoundingClientRect();
+        return s.top <= b.top && b.bottom <= s.bottom; }"""
+    try:
+        page.wait_for_function(in_view, timeout=10_000)
+    except Exception:
+        box, view = flag.bounding_box(), page.locator("#pg-editor .cm-scroller").bounding_box()
+        raise AssertionError(f"line 60's number is out of the editor's view: {box} not within {view}")
     page.context.close()
 
 

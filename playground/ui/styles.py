@@ -415,8 +415,9 @@ HEAD = r"""
       if (Math.abs(now - value) > 2) {
         root.style.setProperty(name, `${Math.round(value)}px`);
         // an error's line just scrolled to stays in view when the editor's height changes under it
-        if (name === "--pg-editor-h" && window.pgErrorLine && window.pgRescrollError &&
-            Date.now() - (window.pgErrorAt || 0) < 3000) requestAnimationFrame(window.pgRescrollError);
+        // (until the user scrolls, clicks or types in the editor: from then on where it is is theirs)
+        if (name === "--pg-editor-h" && window.pgErrorLine && window.pgRescrollError && window.pgErrorPinned)
+          requestAnimationFrame(window.pgRescrollError);
       }
     }
   };
@@ -544,10 +545,15 @@ TYPED_TO_TAB_DRAFT_JS = """
 SCROLL_TO_ERROR_JS = """
 (line) => {
   window.pgErrorLine = line || null;
-  window.pgErrorAt = Date.now();
+  window.pgErrorPinned = !!line;
   if (!line) return [];
   const root = document.querySelector("#pg-editor");
   if (!root) return [];
+  if (!root.pgUnpinOnUse) {  // the user's own scroll, click or key ends the pin (a timer would race a slow page)
+    root.pgUnpinOnUse = true;
+    for (const ev of ["wheel", "mousedown", "keydown", "touchstart"])
+      root.addEventListener(ev, () => { window.pgErrorPinned = false; }, {passive: true, capture: true});
+  }
   const scroll = () => {
   // CodeMirror's own view (on its content element: `cmTile` in CodeMirror 6.38+, `cmView` before) scrolls to the
   // line wherever it is; counting line heights instead went wrong past a wrapped line (a long docstring line).
