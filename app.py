@@ -1,6 +1,7 @@
 """TileLang Playground: the web page.
 
     python app.py [--host 0.0.0.0] [--port 7860]
+    python app.py --prewarm          # compile the shipped kernels into the data folder's compile cache, then exit
 
 Host and port also come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (flags win; default 0.0.0.0:7860). Set
 PLAYGROUND_PASSWORD (or PLAYGROUND_PASSWORD_FILE, a file holding it) to ask for a password at login, any user name;
@@ -28,7 +29,26 @@ def parse_args(argv=None, env=None, settings: Settings | None = None) -> argpars
                         help="address to listen on (default: $GRADIO_SERVER_NAME or 0.0.0.0)")
     parser.add_argument("--port", type=int, default=settings.port,
                         help="port (default: $GRADIO_SERVER_PORT or 7860)")
+    parser.add_argument("--prewarm", action="store_true",
+                        help="compile the shipped kernels at the page's first request of each into the compile "
+                             "cache of the data folder ($PLAYGROUND_DATA/compile-cache), then exit: the image's "
+                             "build does, so that the first student's first compile is warm")
     return parser.parse_args(argv)
+
+
+def prewarm(settings: Settings) -> int:
+    """`--prewarm`: each shipped kernel compiled (or found kept), one line each; 1 if any failed."""
+    from playground.jobs import shutdown, start
+    from playground.ui import gateway
+    start(settings)
+    try:
+        answers = gateway.prewarm(settings, wait=True)
+    finally:
+        shutdown()
+    for answer in answers:
+        how = "kept" if answer.get("ok") else f"FAILED: {(answer.get('error') or {}).get('message')}"
+        print(f"pre-warm: {answer.get('kernel') or '?'} ({answer.get('arch') or '?'}): {how}", flush=True)
+    return 0 if answers and all(a.get("ok") for a in answers) else 1
 
 
 class StopRequest:
@@ -72,6 +92,8 @@ def main(argv=None) -> None:
         password = settings.login_password()  # before the page is built: a bad password file stops at once
     except SettingsError as exc:
         sys.exit(f"TileLang Playground: not started: {exc}")
+    if args.prewarm:
+        sys.exit(prewarm(settings))
     stop = StopRequest().install()
     demo = None
     try:

@@ -139,6 +139,11 @@ class Settings:
                                        "bytes of compile answers and nvcc outputs the server keeps in its data "
                                        "folder (`compile-cache/`: shared by the class, kept across restarts); the "
                                        "least recently used go first; `0`: in memory only")
+    compile_cache_seed: Path | None = setting(None, "PLAYGROUND_COMPILE_CACHE_SEED",
+                                              "a read-only folder of compile-cache entries made ahead of time "
+                                              "(`python app.py --prewarm` into a data folder's `compile-cache/`: the "
+                                              "image's build does): an entry the data folder lacks is taken from "
+                                              "it", "unset")
     prewarm: bool = setting(True, "PLAYGROUND_PREWARM",
                             "`1`: once the server is up, compile the shipped kernels at the page's first request "
                             "into the compile cache, in the background (a slot of its own, niced); `0`: not", "`1`")

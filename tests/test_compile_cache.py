@@ -63,6 +63,25 @@ def test_a_corrupt_cut_or_misplaced_file_is_a_miss_and_is_removed_never_an_error
     assert cc.Store(tmp_path, 10**6).get("answer", K1) is None  # a value that is not an answer
 
 
+def test_an_entry_missing_from_the_store_is_taken_from_the_read_only_seed_and_a_bad_seed_file_is_a_miss(tmp_path):
+    made = cc.Store(tmp_path / "seed", 10**6)  # made ahead of time (the image's build: app.py --prewarm)
+    made.put("answer", K1, {"ok": True, "cuda": "int x;"})
+    made.put("answer", K2, {"ok": True})
+    (tmp_path / "seed" / "answer" / f"{K2}.json").write_bytes(b'{"format": 1, "kind": "answer"')  # cut short
+    os.replace(tmp_path / "seed" / "answer" / f"{K1}.json", tmp_path / "seed" / "answer" / f"{K3}.json")
+    made.put("answer", K1, {"ok": True, "cuda": "int x;"})
+    seed_files = sorted(p.name for p in (tmp_path / "seed" / "answer").iterdir())
+    store = cc.Store(tmp_path / "data", 10**6, seed=tmp_path / "seed")
+    assert store.get("answer", K1) == {"ok": True, "cuda": "int x;"}
+    assert (tmp_path / "data" / "answer" / f"{K1}.json").exists(), "copied into the server's own store"
+    assert store.get("answer", K2) is None, "a cut seed file is a miss"
+    assert store.get("answer", K3) is None, "an entry under another key's name is a miss"
+    assert store.snapshot()["seeded"] == 1 and store.snapshot()["hits"] == 1
+    assert sorted(p.name for p in (tmp_path / "seed" / "answer").iterdir()) == seed_files, "the seed is never written"
+    (tmp_path / "seed" / "answer" / f"{K1}.json").unlink()
+    assert cc.Store(tmp_path / "data", 10**6, seed=tmp_path / "seed").get("answer", K1) is not None  # kept here now
+
+
 def test_a_name_that_is_not_a_key_never_reaches_the_disk(tmp_path):
     store = cc.Store(tmp_path, 10**6)
     for kind, key in (("answer", "../../etc/passwd"), ("../x", K1), ("answer", "AB" * 32), ("answer", K1[:-1])):

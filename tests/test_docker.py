@@ -4,7 +4,8 @@ The image is built from the Dockerfile by deploy/image.sh, with Docker where its
 with the CPU build of torch (compiling needs no GPU), and started by the same script under the seccomp profile the
 README gives (deploy/seccomp-bwrap.json) with the app's own user. Then, from outside: /health answers and the
 HEALTHCHECK passes; the server runs as uid 1000 with jobs sandboxed in a user namespace; the shipped GEMM compiles
-through the page's API with the wheel's nvcc (the image has no CUDA toolkit); hostile jobs cannot write the
+through the page's API with the wheel's nvcc (the image has no CUDA toolkit); the first compile of each shipped kernel
+is answered from what the build compiled; hostile jobs cannot write the
 container's /tmp or read outside their folder; the profile is in force; the data volume is the app's; and the
 browser test (tests/test_browser.py) passes against the container's page.
 
@@ -166,6 +167,21 @@ def test_the_image_has_no_cuda_toolkit_and_compiles_the_gemm_through_the_page_ap
     assert result["ok"], result.get("error")
     assert result["arch"].startswith("sm_") and "wgmma.mma_async" in result["ptx"], "not the Hopper GEMM"
     assert result["resources"]["registers"] and "__global__" in result["cuda"]
+
+
+@pytest.mark.image
+def test_the_first_compile_of_each_shipped_kernel_is_answered_from_what_the_images_build_compiled(container):
+    from playground.ui import gateway
+    name, url, _ = container
+    seed = in_container(name, "sh", "-c", "ls /app/compile-cache-seed/answer | wc -l; "
+                                          "test -w /app/compile-cache-seed && echo writable")
+    assert seed.stdout.split()[0] == str(len(gateway.prewarm_requests())) and "writable" not in seed.stdout, seed
+    for kernel, params in gateway.prewarm_requests():  # the page's first request of each
+        started = time.monotonic()
+        answer = api(url, kernel, "", params)
+        assert answer["ok"] and answer["cached"], (kernel, answer.get("error"))
+        assert time.monotonic() - started < 10, f"{kernel}'s cached answer took {time.monotonic() - started:.1f} s"
+    assert health(url)["cache"]["disk"]["seeded"] >= 1
 
 
 @pytest.mark.image

@@ -160,11 +160,27 @@ def test_a_background_job_takes_a_slot_of_its_own_and_runs_niced(layer):
     assert "niceness 19" in result["error"]["message"], result["error"]
 
 
-def test_the_prewarm_compiles_the_pages_first_request_so_the_first_student_is_answered_from_the_cache(layer):
+def test_the_prewarm_compiles_the_pages_first_request_so_the_first_student_is_answered_from_the_cache(layer, tmp_path):
     from playground.ui import gateway
     layer.cache.clear()
     first = dict(gateway.prewarm_requests())["vector_add"]
-    runner.prewarm([("vector_add", first)], wait=True)
+    made = runner.prewarm([("vector_add", first)], wait=True)
+    assert [a["ok"] for a in made] == [True], made
     taken = jobs_taken(layer)
     answer = gateway.call("compile", "vector_add", "", first, session="user:first")
     assert answer["ok"] and answer["cached"] and jobs_taken(layer) == taken
+
+    # The image's build pre-warms into a folder of its own, which a server with an empty data folder (a new
+    # volume, a bind-mounted host folder) reads as its seed: the first student's first compile is warm there too
+    settings = layer.settings
+    seed = settings.data_dir / "compile-cache"
+    jobs.shutdown()
+    try:
+        runner.state(settings.replace(data_dir=tmp_path / "empty", compile_cache_seed=seed))
+        taken = jobs_taken()
+        answer = gateway.call("compile", "vector_add", "", first, session="user:first")
+        assert answer["ok"] and answer["cached"] and jobs_taken() == taken
+        assert runner.state().cache.disk.snapshot()["seeded"] >= 1
+    finally:
+        jobs.shutdown()
+        runner.state(settings)

@@ -82,17 +82,21 @@ class Store:
     An entry is written to a temporary file and renamed over its name, so a reader sees the whole entry or none;
     each file holds its kind and key beside the value, so a file that is cut, changed or put under another name is
     told apart from an entry and read as a miss (and removed). Recency is the file's modification time (touched on
-    each read), so it outlives a restart. The folder is the server's own (0700): jobs never see it."""
+    each read), so it outlives a restart. The folder is the server's own (0700): jobs never see it.
+
+    `seed`: a folder of entries made ahead of time, read-only (the image's, made at its build from the shipped
+    kernels): an entry missing here is looked up there, checked as any entry is, and copied here."""
 
     ENTRY_FORMAT = 1
 
-    def __init__(self, folder: Path, budget: int):
+    def __init__(self, folder: Path, budget: int, seed: Path | None = None):
         self.folder = Path(folder)
+        self.seed = Path(seed) if seed is not None else None
         self.budget = max(0, int(budget))
         self.lock = threading.Lock()
         self.index: collections.OrderedDict[str, int] = collections.OrderedDict()  # "kind/key" → bytes, oldest first
         self.used = 0
-        self.hits = self.misses = self.writes = self.corrupt = 0
+        self.hits = self.misses = self.writes = self.corrupt = self.seeded = 0
         self._scan()
 
     def _scan(self) -> None:
@@ -154,16 +158,16 @@ class Store:
             data = path.read_bytes()
         except OSError:
             self._forget(name, remove=False)
+            value = self._from_seed(kind, key)
             with self.lock:
-                self.misses += 1
-            return None
-        try:
-            entry = json.loads(data)
-            ok = (isinstance(entry, dict) and entry.get("format") == self.ENTRY_FORMAT and entry.get("kind") == kind
-                  and entry.get("key") == key and isinstance(entry.get("value"), dict))
-        except (ValueError, RecursionError, UnicodeDecodeError):
-            ok = False
-        if not ok:
+                if value is None:
+                    self.misses += 1
+                else:
+                    self.hits += 1
+                    self.seeded += 1
+            return value
+        entry = self._entry(data, kind, key)
+        if entry is None:
             self._forget(name, remove=True)
             with self.lock:
                 self.misses += 1
@@ -181,6 +185,30 @@ class Store:
                 self.index[name] = len(data)
                 self.used += len(data)
                 self._evict()
+        return entry["value"]
+
+    def _entry(self, data: bytes, kind: str, key: str) -> dict | None:
+        """The file's entry, if it is the entry of this kind and key (a cut, changed or renamed file is not)."""
+        try:
+            entry = json.loads(data)
+        except (ValueError, RecursionError, UnicodeDecodeError):
+            return None
+        ok = (isinstance(entry, dict) and entry.get("format") == self.ENTRY_FORMAT and entry.get("kind") == kind
+              and entry.get("key") == key and isinstance(entry.get("value"), dict))
+        return entry if ok else None
+
+    def _from_seed(self, kind: str, key: str) -> dict | None:
+        """The seed's entry for kind/key, copied into this store; None where the seed has none (or not a whole one)."""
+        if self.seed is None:
+            return None
+        try:
+            data = (self.seed / kind / f"{key}.json").read_bytes()
+        except OSError:
+            return None
+        entry = self._entry(data, kind, key)
+        if entry is None:
+            return None
+        self.put(kind, key, entry["value"])
         return entry["value"]
 
     def put(self, kind: str, key: str, value: dict) -> bool:
@@ -228,7 +256,7 @@ class Store:
     def snapshot(self) -> dict:
         with self.lock:
             return {"entries": len(self.index), "bytes": self.used, "budget": self.budget, "hits": self.hits,
-                    "misses": self.misses, "writes": self.writes, "corrupt": self.corrupt}
+                    "misses": self.misses, "writes": self.writes, "corrupt": self.corrupt, "seeded": self.seeded}
 
 
 # -- what nvcc's output depends on --------------------------------------------------------------------------------

@@ -173,13 +173,14 @@ class ResultCache:
     """Entries in memory (a least-recently-used dict bounded by their size as JSON) over the disk's Store (the
     server's data folder; none when `folder` is None: memory only)."""
 
-    def __init__(self, folder: Path | None = None, disk_budget: int = 0, budget: int = BUDGET_BYTES):
+    def __init__(self, folder: Path | None = None, disk_budget: int = 0, budget: int = BUDGET_BYTES,
+                 seed: Path | None = None):
         self.budget, self.used = budget, 0
         self.items: collections.OrderedDict[tuple[str, str], tuple[str, int]] = collections.OrderedDict()
         self.lock = threading.Lock()
         self.hits = self.misses = 0
         self.served = collections.Counter()  # answers served, by how: answer, program, nvcc
-        self.disk = Store(folder, disk_budget) if folder is not None and disk_budget > 0 else None
+        self.disk = Store(folder, disk_budget, seed) if folder is not None and disk_budget > 0 else None
 
     # -- the two levels ---------------------------------------------------------------------------------------------
     def _get(self, kind: str, key: str) -> dict | None:

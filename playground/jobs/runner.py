@@ -67,7 +67,8 @@ class JobLayer:
         self.backend = backend or backend_for(settings)
         self.gpus = self.backend.gpus
         self.scheduler = Scheduler(self.backend.cpu_slots, [g["index"] for g in self.gpus], settings)
-        self.cache = ResultCache(settings.data_dir / FOLDER, settings.compile_cache_bytes)
+        self.cache = ResultCache(settings.data_dir / FOLDER, settings.compile_cache_bytes,
+                                 seed=settings.compile_cache_seed)
         self.inflight: dict = {}  # compiles running now: by request key, and by program key where no user code ran
         self.inflight_lock = threading.Lock()
         self.stops = Stops()  # a job queued here is stopped before it starts; one on a Ray node runs to its end
@@ -326,21 +327,26 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
 # the image is built, into its data folder), so the first student's first compile is answered from the cache. Each
 # in the queue's background slot (never a student's), its processes niced: students' jobs get the cores first.
 def prewarm(requests: list[tuple[str, dict]], *, wait: bool = False,
-            settings: Settings | None = None) -> threading.Thread | None:
+            settings: Settings | None = None) -> threading.Thread | list[dict]:
     """Compile each (kernel, params) of the catalogue, unedited, for the default arch, one after the other, in the
-    background (`wait`: here, before returning). Those already kept cost nothing."""
+    background (`wait`: here, before returning, with each compile's answer). Those already kept cost nothing."""
     st = state(settings)
+    answers: list[dict] = []
 
     def work():
         for kernel, params in requests:
-            if _state is not st or st.backend.refused():
+            if _state is not st:
+                return
+            if (why := st.backend.refused()):
+                answers.append({"ok": False, "kernel": kernel, "error": {"message": str(why)}})
                 return
             result = run_job("compile", kernel, None, params, session=ANONYMOUS, background=True)
+            answers.append(result)
             log.info("pre-warm: %s %s: %s", kernel, json.dumps(params, sort_keys=True),
                      "kept" if result.get("ok") else (result.get("error") or {}).get("message"))
     if wait:
         work()
-        return None
+        return answers
     thread = threading.Thread(target=work, daemon=True, name="prewarm")
     thread.start()
     return thread

@@ -302,14 +302,17 @@ def prewarm_requests() -> list[tuple[str, dict]]:
     return requests
 
 
-def prewarm(settings: Settings | None = None, wait: bool = False) -> None:
+def prewarm(settings: Settings | None = None, wait: bool = False) -> list[dict]:
     """Compile the shipped kernels at the page's first request of each into the server's compile cache: in the
-    background, a slot of the queue's own and niced (`wait`: here, before returning: the image's build does)."""
+    background, a slot of the queue's own and niced (`wait`: here, before returning, with each compile's answer:
+    `app.py --prewarm`, which the image's build runs)."""
     try:
         from playground.jobs.runner import prewarm as compile_ahead
-        compile_ahead(prewarm_requests(), wait=wait, settings=settings)
-    except Exception:
+        answers = compile_ahead(prewarm_requests(), wait=wait, settings=settings)
+        return answers if wait else []
+    except Exception as exc:
         log.exception("the pre-warm failed")
+        return [{"ok": False, "error": {"message": f"the pre-warm failed: {type(exc).__name__}: {exc}"}}]
 
 
 # -- health -------------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Load test: N concurrent browser sessions (gradio_client) compiling on CPU for a bounded time.
 
     python tests/load/load_test.py [--sessions 30] [--seconds 180] [--out bench/load.json] [--edit comment|code]
+                                   [--login password|roster]
 
 Starts `python app.py --port PORT` on the loopback, waits for /health, then runs N sessions side by side, each a
 gradio_client.Client of its own (so a session of its own on the server, as 30 students' tabs are). Each session,
@@ -10,6 +11,11 @@ source: a comment (`--edit comment`, the default: the same program laid out anew
 with its lines moved) or a line of code (`--edit code`: another program with the same CUDA, a job whose nvcc is
 skipped). It waits for each answer before sending the next, as a page does. The app gets a data folder (and so a
 compile cache) of this run's own unless PLAYGROUND_DATA is set; it pre-warms the shipped kernels as it starts.
+
+How the class logs in: `--login password` (the default) is a class password under any name, where one person could
+be many names, so the class, all behind the loopback's one address, shares the per-address limits as a lab behind
+one NAT would; `--login roster` is a class for a term: the teacher imports a roster of the N students and each logs
+in with the password it got, so each is held to a student's own limits only.
 
 Counts as failed: an exception from the client, or an answer that is not ok (busy and timeouts included). Reports
 p50/p95/max latency (all, cold, cached), throughput, and whether any job process or folder outlived the server.
@@ -41,6 +47,7 @@ UID_BASE = 64000  # a uid range of its own, apart from a developer's server and 
 # The class logs in (any user name, this password): the per-student limits count each student by that name, and
 # students behind one address (here all of them, on the loopback) would otherwise share one student's limits.
 LOAD_PASSWORD = "load-test"
+LOAD_TEACHER_PASSWORD = "load-test-teacher"  # the teacher imports the roster (--login roster)
 VARIANTS = [{"block_N": b, "threads": t} for b in (4096, 8192, 16384) for t in (128, 256, 512)]
 
 
@@ -57,6 +64,7 @@ def start_app(port: int, log_path: Path, ui_concurrency: int | None = None,
     if ui_concurrency:
         env["PLAYGROUND_UI_CONCURRENCY"] = str(ui_concurrency)
     env["PLAYGROUND_PASSWORD"] = LOAD_PASSWORD
+    env["PLAYGROUND_TEACHER_PASSWORD"] = LOAD_TEACHER_PASSWORD
     env.pop("PLAYGROUND_PASSWORD_FILE", None)
     log = open(log_path, "w")
     # ignore_sigint: start the app as a script's background job would (SIGINT inherited ignored)
@@ -78,11 +86,11 @@ def wait_health(port: int, timeout: float = 180) -> dict:
     raise RuntimeError("the app did not answer /health")
 
 
-def health_details(port: int) -> dict:
+def health_details(port: int, login: tuple[str, str] = ("load-test", LOAD_PASSWORD)) -> dict:
     import http.cookiejar
     import urllib.parse
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-    form = urllib.parse.urlencode({"username": "load-test", "password": LOAD_PASSWORD}).encode()
+    form = urllib.parse.urlencode({"username": login[0], "password": login[1]}).encode()
     opener.open(f"http://127.0.0.1:{port}/login", data=form, timeout=10).read()
     with opener.open(f"http://127.0.0.1:{port}/health", timeout=10) as r:
         return json.loads(r.read())
@@ -95,12 +103,26 @@ def percentile(values: list[float], q: float) -> float | None:
     return round(values[min(len(values) - 1, int(round(q * (len(values) - 1))))], 3)
 
 
-def session(index: int, url: str, until: float, records: list, lock: threading.Lock, edit: str = "comment") -> None:
+def import_roster(url: str, names: list[str]) -> dict[str, str]:
+    """The teacher imports a roster of `names` (through the page's API, as the teacher's view does): each name's
+    password, from the CSV the import answers once."""
+    import csv
+    import io
+    from gradio_client import Client
+    teacher = Client(url, auth=("teacher", LOAD_TEACHER_PASSWORD), verbose=False)
+    answer = teacher.predict("name\n" + "\n".join(names) + "\n", "", api_name="/teacher_roster")
+    if not answer.get("ok"):
+        raise RuntimeError(f"the roster was not imported: {answer}")
+    return {row["name"]: row["password"] for row in csv.DictReader(io.StringIO(answer["csv"]))}
+
+
+def session(index: int, url: str, until: float, records: list, lock: threading.Lock, edit: str = "comment",
+            password: str = LOAD_PASSWORD) -> None:
     from gradio_client import Client
     rng = random.Random(index)
     source = (ROOT / "kernels" / "vector_add.py").read_text()
     try:
-        client = Client(url, auth=(f"student{index}", LOAD_PASSWORD), verbose=False)
+        client = Client(url, auth=(f"student{index}", password), verbose=False)
     except Exception as exc:
         with lock:
             records.append({"session": index, "ok": False, "error": f"connect: {exc}", "seconds": 0.0})
@@ -142,7 +164,7 @@ def job_processes() -> list[str]:
 
 
 def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | None = None,
-        note: str = "", edit: str = "comment") -> dict:
+        note: str = "", edit: str = "comment", login: str = "password") -> dict:
     port = free_port()
     log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"load-app-{port}.log"
     app = start_app(port, log_path, ui_concurrency)
@@ -150,18 +172,20 @@ def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | N
         health = wait_health(port)
         time.sleep(5)  # let the spare workers start
         url = f"http://127.0.0.1:{port}/"
+        names = [f"student{i}" for i in range(sessions)]
+        passwords = import_roster(url, names) if login == "roster" else dict.fromkeys(names, LOAD_PASSWORD)
         records: list = []
         lock = threading.Lock()
         started = time.monotonic()
         until = started + seconds
-        threads = [threading.Thread(target=session, args=(i, url, until, records, lock, edit), daemon=True)
-                   for i in range(sessions)]
+        threads = [threading.Thread(target=session, args=(i, url, until, records, lock, edit, passwords[name]),
+                                    daemon=True) for i, name in enumerate(names)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(timeout=seconds + 600)
         wall = time.monotonic() - started
-        health_after = health_details(port)
+        health_after = health_details(port, ("teacher", LOAD_TEACHER_PASSWORD))
         app_tree = {p.pid for p in psutil.Process(app.pid).children(recursive=True)}
     finally:
         app.send_signal(signal.SIGTERM)  # as docker stop does: the app shuts down as on Ctrl-C, and the
@@ -185,7 +209,7 @@ def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | N
                                  text=True).stdout.strip(),
         "machine": {"cores": os.cpu_count(), "gpu": health.get("gpu"), "sandbox": health.get("sandbox"),
                     "sandbox_why": health.get("sandbox_why"), "cpu_slots": health["queue"]["cpu"]["slots"]},
-        "sessions": sessions, "seconds": seconds, "ui_concurrency": ui_concurrency or "app default", "note": note, "edit": edit, "wall_seconds": round(wall, 1),
+        "sessions": sessions, "seconds": seconds, "ui_concurrency": ui_concurrency or "app default", "note": note, "edit": edit, "login": login, "wall_seconds": round(wall, 1),
         "requests": len(records), "failed": len(failed), "failures": failed[:10],
         "cold_compiles": len(cold), "cached_answers": len(cached),
         "throughput_per_s": round(len(records) / wall, 2) if wall else None,
@@ -214,11 +238,13 @@ def main() -> int:
     parser.add_argument("--note", default="")
     parser.add_argument("--edit", choices=("comment", "code"), default="comment",
                         help="what a session's own edit adds to the source: a comment, or a line of code")
+    parser.add_argument("--login", choices=("password", "roster"), default="password",
+                        help="a class password under any name (one address's limits), or a roster's own logins")
     args = parser.parse_args()
     if "PLAYGROUND_DATA" not in os.environ:  # a compile cache of this run's own: the class starts cold
         import tempfile
         os.environ["PLAYGROUND_DATA"] = tempfile.mkdtemp(prefix="load-test-data-")
-    report = run(args.sessions, args.seconds, args.out, args.ui_concurrency, args.note, args.edit)
+    report = run(args.sessions, args.seconds, args.out, args.ui_concurrency, args.note, args.edit, args.login)
     print(json.dumps({k: v for k, v in report.items() if k != "failures"}, indent=1))
     ok = report["failed"] == 0 and not report["leaked_processes"] and not report["leaked_job_folder"]
     return 0 if ok else 1
