@@ -30,6 +30,7 @@ class Pool:
         self.closed = False
         self.started = self.taken = 0
         self.pending = 0  # spares being started right now (not yet in self.spares)
+        self.out: set[Job] = set()  # jobs taken and not yet closed: a shutdown ends them too, folders and all
 
     def _spawn(self) -> Job | None:
         try:
@@ -86,6 +87,9 @@ class Pool:
         if job is None:
             job = Job(self.gpu, self.gpu_index, self.settings)
         self.taken += 1
+        with self.lock:
+            self.out = {j for j in self.out if not j.closed}
+            self.out.add(job)
         # The replacement is started when the job ends (runner calls fill_later), not now: its 3-4 s of imports
         # would compete for the cores with the very compile the user is waiting for.
         if not job.wait_ready(self.settings.ready_timeout):
@@ -96,7 +100,10 @@ class Pool:
         with self.lock:
             self.closed = True
             spares, self.spares = self.spares, []
-        for j in spares:
+            running, self.out = [j for j in self.out if not j.closed], set()
+        # A job still running (a student's compile, the pre-warm) ends here too: its thread is a daemon, stopped
+        # midway at interpreter exit, and would leave its processes and folder behind.
+        for j in spares + running:
             j.close()
         # A spare being started in a fill thread right now closes itself when it sees `closed`; wait for it, since
         # at interpreter exit that (daemon) thread would be stopped midway and leave its job folder behind.
