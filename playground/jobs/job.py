@@ -142,9 +142,11 @@ def bound_answer(value, key: str | None = None):
 
 class Job:
     def __init__(self, gpu: bool, gpu_index: int | None = None, settings: Settings | None = None,
-                 nice: int = 0):
+                 nice: int | None = None):
         self.gpu, self.gpu_index = gpu, gpu_index
-        self.nice = nice  # a background job's (the pre-warm's): its processes yield the CPU to students' jobs
+        # A compile's processes yield the CPU to the web server, a background job's (the pre-warm's) to students'
+        # jobs too; a GPU job's run at the server's own priority (its timings are taken on the CPU's launches).
+        self.nice = nice if nice is not None else (0 if gpu else limits.COMPILE_NICE)
         self.settings = settings = settings or current()
         if sandbox.mode(settings).refused:  # the sandbox is wanted and cannot be made: no worker starts
             raise sandbox.Refused(sandbox.mode(settings).refused)

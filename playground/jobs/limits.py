@@ -41,6 +41,9 @@ LARGE_AT_ONCE = 2           # large answers read and parsed at once, all jobs to
 ANSWER_STALL = 10.0         # seconds a large answer may take to arrive once it holds its place
 CUBIN_B64_BYTES = 4 * MiB   # a compile's cubin as the job sends it for the server to keep (the largest is ~0.3 MiB)
 BACKGROUND_NICE = 19        # a background job's niceness (the pre-warm): the CPU goes to students' jobs first
+# A compile job's niceness: the web server (niceness 0) answers a cached request (tens of ms of CPU) at once instead of
+# after the compiles' time slices on a busy server; compiles share the cores among themselves as before.
+COMPILE_NICE = 5
 
 
 def answer_bytes(settings: Settings, action: str) -> int:
