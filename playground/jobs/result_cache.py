@@ -37,6 +37,7 @@ run is a fresh measurement by definition).
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -53,7 +54,9 @@ SHARED = "shared"  # the writer of entries made from jobs that ran no user code:
 CUT = "... (cut at "  # what job.bound_answer writes into a text it cut: such a text is never kept as nvcc's output
 
 
+@functools.lru_cache(maxsize=1)
 def tilelang_version() -> str:
+    """(read once: the installed TileLang changes only with a restart, and the metadata's lookup is slow)"""
     try:
         return importlib.metadata.version("tilelang")
     except importlib.metadata.PackageNotFoundError:

@@ -99,7 +99,8 @@ def in_api_terms(result):
 # to a mark found by a plain search (the host's job folder "/server-N/job-X", "/site-packages/"), in one pass over
 # the text: a pattern that tried every start and searched on from each would take time quadratic in the length of
 # an unbroken text ("-I/" a hundred thousand times in a string of the user's, or in their program's output).
-_NOT_IN_PATH = frozenset(" \t\n\r\f\v'\"<>()[]{},;")
+# The last character no path has (whitespace, quotes, brackets, commas, semicolons) before the end of a stretch:
+_LAST_STOP = re.compile(r"(?s:.*)[\s'\"<>()\[\]{},;]")
 _HOST_JOB_DIR = re.compile(r"/server-\d+/job-\w+")  # the job's folder as the host sees it (no sandbox)
 _PACKAGES_MARK = re.compile(r"/(?:site|dist)-packages/")
 _PATH_START = r"(?:(?<![\w./+-])|(?<=-I))/"
@@ -112,23 +113,27 @@ _ROOT = str(Path(__file__).resolve().parents[2]) + "/"
 
 def _cut_paths(text: str, mark: re.Pattern, replacement: str) -> str:
     """Each path that reaches `mark`, from its earliest start in the same run of path characters through the mark,
-    replaced by `replacement`; a mark with no start before it is left. Every character is looked at once."""
-    out, done, cursor, start = [], 0, 0, None
+    replaced by `replacement`; a mark with no start before it is left. Each stretch of text is searched once, by the
+    regular expression engine: between one mark and the next, for the last character no path has (where the run
+    begins), then for the first place a path may start. (A loop over the characters in Python took 0.2 s for each
+    cached answer of the GEMM: its PTX names TileLang's headers at its end.)"""
+    out, done = [], 0
+    run_start = scanned = search_from = 0  # the run of path characters so far; no path starts in [run, search_from)
     for m in mark.finditer(text):
         if m.start() < done:
             continue
-        if cursor < done:
-            cursor, start = done, None
-        while cursor < m.start():
-            if text[cursor] in _NOT_IN_PATH or text[cursor].isspace():
-                start = None
-            elif start is None and _AT_PATH_START.match(text, cursor):
-                start = cursor
-            cursor += 1
-        if start is None:
+        if scanned < done:
+            scanned = run_start = search_from = done
+        stop = _LAST_STOP.match(text, scanned, m.start())
+        if stop:
+            run_start = search_from = stop.end()
+        scanned = m.start()
+        found = _AT_PATH_START.search(text, max(run_start, search_from), m.start())
+        if found is None:
+            search_from = m.start()
             continue
-        out += [text[done:start], replacement]
-        done, start = m.end(), None
+        out += [text[done:found.start()], replacement]
+        done = m.end()
     return "".join(out) + text[done:]
 
 
