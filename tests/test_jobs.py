@@ -342,6 +342,9 @@ def test_the_same_compile_requested_at_once_runs_once(server):
     assert len(results) == 4 and all(r["ok"] for r in results)
     assert pool.taken == taken + 1, "four students opening the same kernel cost one compile"
     assert sum(bool(r.get("cached")) for r in results) == 3
+    # those that waited for the compile say so (for them it was a compile, not a look-up)
+    assert any(r.get("waited_s", 0) > 0 for r in results if r.get("cached")), [r.get("waited_s") for r in results]
+    assert not any("waited_s" in r for r in results if not r.get("cached"))
 
 
 def test_the_job_sees_no_secret_and_no_gpu_and_its_own_folder(server):

@@ -219,16 +219,19 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
     # One compile per key at a time: a class opening the same kernel at once (or a double click) waits for the
     # compile already running instead of queueing copies of it, then reads its answer from the cache; so does an
     # edit of a shipped kernel that lays it out anew while that kernel compiles.
+    # An answer that came after waiting for another request's compile says how long it waited (`waited_s`): for
+    # this request it was a compile, not a look-up.
+    waited: dict = {}
     for _ in range(2):
         hit = st.cache.get(c.key)
         if hit is not None:
             progress("cached: the same source, parameters and target were compiled before", 1.0)
-            return {**hit, "cached": True}
+            return {**hit, "cached": True, **waited}
         hit = st.cache.get_program(c.program, c.readers, c.text) if c.program and c.text is not None else None
         if hit is not None:
             progress("cached: the same program was compiled before (only comments, blank lines or spacing differ)",
                      1.0)
-            return {**hit, "cached": True, "cached_as": "program"}
+            return {**hit, "cached": True, "cached_as": "program", **waited}
         with st.inflight_lock:
             running = st.inflight.get(c.key) or (st.inflight.get(("program", c.program)) if c.program else None)
             if running is None:
@@ -237,10 +240,12 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
                     st.inflight[("program", c.program)] = done
                 break
         progress("the same compile is running for another request: waiting for its answer", 0.0)
-        until = time.monotonic() + timeout
+        began = time.monotonic()
+        until = began + timeout
         while not running.wait(0.5) and time.monotonic() < until:
             if st.stops.stopped_since(owner, asked):
                 return failed(StageError("stopped", STOPPED_WAITING), action, kernel)
+        waited = {"waited_s": round(time.monotonic() - began, 2)}
     else:  # that compile gave no answer worth sharing (a timeout, say): run one of our own
         return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, c, owner,
                         asked, on_partial, background)

@@ -203,7 +203,8 @@ async def session(index: int, url: str, until: float, records: list, edit: str =
             result = await tab.predict("compile", "vector_add", text, params)
             ok = bool(result.get("ok"))
             error = None if ok else result.get("error")
-            cached = bool(result.get("cached"))
+            # an answer that waited for another student's compile of the same request was a compile for this one
+            cached = bool(result.get("cached")) and not result.get("waited_s")
         except Exception as exc:
             ok, error, cached = False, f"{type(exc).__name__}: {exc}", False
         records.append({"session": index, "ok": ok, "error": error, "cached": cached, "own_edit": own_edit,
