@@ -145,7 +145,7 @@ def test_the_page_header_names_who_is_logged_in_and_offers_to_log_out(tmp_path):
         page = Page()
         demo = page.build()
         shows = [f for f in demo.fns.values() if any(event == "load" for _, event in f.targets)
-                 and page.who in f.outputs]
+                 and page.course.who in f.outputs]
         assert len(shows) == 1
 
         def request(user):

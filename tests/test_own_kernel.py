@@ -33,13 +33,15 @@ def test_a_kernel_of_ones_own_left_at_auto_gets_its_sources_defaults_and_a_typed
     assert all(x.auto and x.default == ctl.AUTO_TILE for x in c.tile)
     assert {x.name: x.factory for x in c.tile} == {n: str(v) for n, v in d["defaults"].items()
                                                    if n in {x.name for x in c.tile}}
-    page = SimpleNamespace(own="own", dtype="dtype", arch="arch", editor="editor",
+    page = SimpleNamespace(dtype="dtype", arch="arch", editor="editor",
                            p_slots=[f"p{i}" for i in range(ctl.PROBLEM_SLOTS)],
                            t_slots=[f"t{i}" for i in range(ctl.TILE_SLOTS)])
+    section = own_kernel.OwnKernel(page)
+    section.own = "own"  # (the section's state, as its build makes it)
     data = {"own": {"source": TEMPLATE.read_text(), "entry": d["name"], "described": d}, "dtype": "float16",
             "arch": "auto", "editor": TEMPLATE.read_text(), **{s: None for s in page.p_slots + page.t_slots}}
     data.update({"p0": "256", "p1": "256", "p2": "256"})  # the sizes typed in; every tile slot left as it starts
-    params = own_kernel.engine_params(page, data)
+    params = section.engine_params(data)
     assert params == {"M": "256", "N": "256", "K": "256", "dtype": "float16"}
     config = kernel.resolve(params).to_json()
     assert config["picked_by"] == "default" and config["set_by_user"] == []
@@ -49,7 +51,7 @@ def test_a_kernel_of_ones_own_left_at_auto_gets_its_sources_defaults_and_a_typed
     assert result["config"]["picked_by"] == "default" and "kernel's defaults" in views.tile_choice_text(
         result["config"])
     data["t0"] = "64"  # block_M typed in
-    typed = own_kernel.engine_params(page, data)
+    typed = section.engine_params(data)
     assert typed["block_M"] == "64" and set(typed) - set(params) == {"block_M"}
     config = kernel.resolve(typed).to_json()
     assert config["picked_by"] == "user" and config["tile"]["block_M"] == 64 and config["set_by_user"] == ["block_M"]

@@ -214,9 +214,9 @@ def test_the_teacher_section_shows_only_where_the_teacher_may_be_looking(tmp_pat
     try:
         page = Page()
         demo = page.build()
-        assert page.teacher.visible is False, "hidden until the page knows who looks"
+        assert page.course.teacher.visible is False, "hidden until the page knows who looks"
         on_load = [f for f in demo.fns.values() if any(event == "load" for _, event in f.targets)
-                   and page.teacher in f.outputs]
+                   and page.course.teacher in f.outputs]
         assert len(on_load) == 1
         scope = {"type": "http", "client": ("10.0.0.1", 40000), "headers": [], "method": "GET", "path": "/",
                  "query_string": b""}
@@ -230,8 +230,8 @@ def test_the_board_button_with_no_exercise_picked_says_to_pick_one():
     from playground.ui.layout import Page
     page = Page()
     demo = page.build()
-    on_board = [f for f in demo.fns.values() if any(target[0] == page.board_btn._id for target in f.targets)]
-    assert len(on_board) == 1 and page.board_note in on_board[0].outputs
+    on_board = [f for f in demo.fns.values() if any(target[0] == page.course.board_btn._id for target in f.targets)]
+    assert len(on_board) == 1 and page.course.board_note in on_board[0].outputs
     frame, note = on_board[0].fn(None)
     assert frame.empty and "Pick an exercise" in note
 
@@ -242,15 +242,16 @@ def test_submit_sends_the_tile_parameters_the_page_controls_hold():
     from playground.ui.layout import Page
     page = Page()
     demo = page.build()
-    on_submit = [f for f in demo.fns.values() if any(target[0] == page.submit_btn._id for target in f.targets)]
+    on_submit = [f for f in demo.fns.values() if any(target[0] == page.course.submit_btn._id for target in f.targets)]
     assert len(on_submit) == 1 and set(page.t_slots) <= set(on_submit[0].inputs)
     tile = [c.name for c in ctl.controls_for(gateway.describe("vector_add")).tile]
     data = {c: None for c in on_submit[0].inputs}
-    data.update({page.kernel: "vector_add", page.editor: "x = 1", page.exercise: "vector_add",
+    data.update({page.kernel: "vector_add", page.editor: "x = 1", page.course.exercise: "vector_add",
                  page.t_slots[tile.index("block_N")]: "2048"})
     answer = on_submit[0].fn(data, None)
     assert set(answer) <= set(on_submit[0].outputs)
-    assert "sent with block_N=2048" in answer[page.submit_answer] and "who you are" in answer[page.submit_answer]
+    said = answer[page.course.submit_answer]
+    assert "sent with block_N=2048" in said and "who you are" in said
 
 
 def test_edits_of_a_shipped_kernel_come_back_after_a_switch_and_reset_gives_the_original():
@@ -262,8 +263,8 @@ def test_edits_of_a_shipped_kernel_come_back_after_a_switch_and_reset_gives_the_
     mine = "# my tiling idea\n" + original
 
     def switch(to, editor, shown, edited):
-        return page.on_kernel({page.kernel: to, page.arch: None, page.editor: editor, page.own: None,
-                               page.own_draft: None, page.shown: shown, page.edited: edited}, None)
+        return page.on_kernel({page.kernel: to, page.arch: None, page.editor: editor, page.own_kernel.own: None,
+                               page.own_kernel.own_draft: None, page.shown: shown, page.edited: edited}, None)
     away = switch("softmax", mine, "gemm", {})
     assert away[page.editor] == gateway.original_source("softmax") and away[page.shown] == "softmax"
     assert away[page.edited] == {"gemm": mine}, "the gemm edits are kept when softmax takes the editor"
@@ -298,12 +299,13 @@ def test_new_kernel_over_ones_own_edited_kernel_offers_the_text_it_replaces():
     from playground.ui.layout import Page
     page = Page()
     page.build()
+    section = page.own_kernel
     data = {c: None for c in page.setup} | {page.kernel: own_kernel.OWN, page.editor: "# my own work\n",
-                                            page.new_from: own_kernel.TEMPLATE, page.own_draft: None,
+                                            section.new_from: own_kernel.TEMPLATE, section.own_draft: None,
                                             page.shown: own_kernel.OWN, page.edited: {}}
-    assert own_kernel.replaced(page, data, None)["visible"]
-    assert own_kernel.replaced(page, {**data, page.editor: own_kernel.template_source()}, None)["visible"] is False
-    assert own_kernel.replaced(page, {**data, page.kernel: "gemm"}, None)["visible"] is False
+    assert section.replaced(data, None)["visible"]
+    assert section.replaced({**data, page.editor: own_kernel.template_source()}, None)["visible"] is False
+    assert section.replaced({**data, page.kernel: "gemm"}, None)["visible"] is False
 
 
 def test_describe_and_compile_name_the_users_file_never_the_servers_folders(client):

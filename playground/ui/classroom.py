@@ -1,5 +1,5 @@
-"""The class on the page and in the API: Gradio's sections (components, wiring) and thin endpoint functions over the
-class's rules, which live in playground/course/ (no Gradio there).
+"""The class on the page and in the API: the page's class section (ClassSection: its components and their wiring)
+and thin endpoint functions over the class's rules, which live in playground/course/ (no Gradio there).
 
     /share (kernel, source, params[, summary]) → {"ok", "id", "url"}      content-addressed, immutable, kept in SQLite;
                                                                         a few dozen new links a user in 10 minutes
@@ -304,10 +304,9 @@ def register(concurrency_limit: int | None, concurrency_id: str) -> None:
 
 
 # -- the page's pieces ---------------------------------------------------------------------------------------------
-# layout.Page calls: build_who (under the title: who is logged in, and the announcement), build_share (under the
-# editor), build_exercise (top of the right column: the statement beside the editor), build_class (below the
-# results: the board and the teacher's view), wire (their events), note_activity after each compile and run, and
-# shared_draft in its on_load (a /?s=ID link restores exactly what was shared).
+# The page's class section is ClassSection (below); what comes before it are plain functions: the views of its
+# answers (HTML, tables, a figure), and shared_draft and summary_text, which layout.Page's on_load calls (a /?s=ID
+# link restores exactly what was shared).
 SUMMARY_KEYS = ("action", "ok", "label", "passed", "median_ms", "tflops", "gbps", "registers", "error")
 
 
@@ -567,40 +566,9 @@ def _failed(answer: dict) -> str:
     return _status("fail", (answer.get("error") or {}).get("message") or "failed")
 
 
-# -- building -------------------------------------------------------------------------------------------------------
+# -- what the section's components and handlers read --------------------------------------------------------------
 def exercise_choices() -> list[tuple[str, str]]:
     return [(f"{ex['title']} ({ex['name']})", ex["name"]) for ex in classroom().exercises()]
-
-
-def build_who(page) -> None:
-    """Under the page's title: who is logged in, and the teacher's announcement (filled on load, wire)."""
-    page.who = gr.HTML("", elem_id="pg-who", visible=False)
-    page.announcement = gr.HTML("", elem_id="pg-announcement", visible=False)
-
-
-def build_share(page) -> None:
-    with gr.Row(elem_id="pg-share-row"):
-        page.share_btn = gr.Button("Share", size="sm", scale=0, min_width=90, elem_id="pg-share-btn")
-        page.share_link = gr.HTML("", elem_id="pg-share-out")
-    # Opening a share link replaces the draft the browser kept: an edited one is offered here first, so no one's own
-    # code is lost to a classmate's link.
-    page.kept_draft = gr.DownloadButton("Your draft before this link", visible=False, size="sm",
-                                        elem_id="pg-kept-draft")
-
-
-def build_exercise(page) -> None:
-    with gr.Accordion("Exercise", open=False, elem_id="pg-exercise") as page.exercise_section:
-        with gr.Row():
-            page.exercise = gr.Dropdown(exercise_choices(), value=None, label="Exercise", scale=3,
-                                        elem_id="pg-exercise-pick")
-            page.starter_btn = gr.Button("Put the starter in the editor", size="sm", scale=1,
-                                         elem_id="pg-exercise-starter")
-        page.statement = gr.Markdown("Pick an exercise to see what to write.", elem_id="pg-exercise-statement")
-        with gr.Row():
-            gr.HTML('<div class="pg-params-note">Submit sends the editor\'s text with the tile parameters set in '
-                    'the controls (those left at auto: your factory\'s own defaults).</div>')
-            page.submit_btn = gr.Button("Submit", variant="primary", scale=0, min_width=120, elem_id="pg-submit")
-        page.submit_answer = gr.HTML("", elem_id="pg-submit-out")
 
 
 MCP_PATH = "/gradio_api/mcp"  # where Gradio mounts its MCP routes (gradio/routes.py: API_PREFIX + "/mcp")
@@ -635,598 +603,10 @@ def tokens_html(answer: dict) -> str:
             "<th>made (UTC)</th><th>last used (UTC)</th></tr></thead><tbody>" + rows + "</tbody></table>")
 
 
-def build_agents(page) -> None:
-    """Agents (MCP): how to connect an MCP client, and the user's tokens: made (shown once), listed, revoked."""
-    with gr.Accordion("Agents (MCP)", open=False, elem_id="pg-agents") as page.agents_section:
-        page.agents_intro = gr.Markdown("", elem_id="pg-agents-intro")
-        page.agents_config = gr.Code("", language="json", label="mcp.json for an MCP client", interactive=False,
-                                     elem_id="pg-agents-config")
-        with gr.Group(visible=False) as page.agents_tokens:
-            with gr.Row():
-                page.token_name = gr.Textbox("", label="A name for the token (which agent it is for)",
-                                             max_length=40, scale=3, elem_id="pg-token-name")
-                page.token_btn = gr.Button("Make a token", size="sm", scale=1, elem_id="pg-token-make")
-            page.token_out = gr.Code("", language=None, label="Your new token: copy it now, it is not shown again",
-                                     interactive=False, visible=False, elem_id="pg-token-out")
-            page.token_list = gr.HTML("", elem_id="pg-token-list")
-            with gr.Row():
-                page.token_id = gr.Number(None, label="Token id", precision=0, scale=1, elem_id="pg-token-id")
-                page.token_revoke = gr.Button("Revoke it", size="sm", variant="stop", scale=1,
-                                              elem_id="pg-token-revoke")
-        page.token_note = gr.HTML("", elem_id="pg-token-note")
-
-
-def build_class(page) -> None:
-    with gr.Accordion("Leaderboard", open=False, elem_id="pg-board"):
-        with gr.Row():
-            page.board_btn = gr.Button("Show the board of the exercise picked", size="sm", scale=2,
-                                       elem_id="pg-board-btn")
-            page.board_who = gr.Radio([("everyone", "all"), ("students", "students"), ("agents", "agents")],
-                                      value="all", show_label=False, scale=1, elem_id="pg-board-who")
-        page.board_note = gr.HTML("", elem_id="pg-board-note")
-        page.board = gr.Dataframe(board_frame({}), interactive=False, wrap=True, elem_id="pg-board-table")
-        with gr.Row():
-            page.alias = gr.Textbox("", label="Your name on the boards (empty: your own)", max_length=24, scale=3,
-                                    elem_id="pg-alias")
-            page.alias_btn = gr.Button("Show me under this name", size="sm", scale=1, elem_id="pg-alias-btn")
-        page.alias_note = gr.HTML("", elem_id="pg-alias-note")
-    build_agents(page)
-    if not classroom().settings.teacher_password:
-        page.teacher = None
-        return
-    # Hidden until the page knows who looks at it (wire: shows_teacher_view, on load): a student never sees it.
-    with gr.Accordion("Teacher", open=False, visible=False, elem_id="pg-teacher") as page.teacher:
-        with gr.Row():
-            page.teacher_pw = gr.Textbox("", label="Teacher password (not needed when logged in as teacher)",
-                                         type="password", scale=2)
-            page.teacher_ex = gr.Dropdown([("every exercise", "")] + [(e["name"], e["name"])
-                                                                       for e in classroom().exercises()],
-                                          value="", label="Exercise", scale=1, elem_id="pg-teacher-ex")
-        page.teacher_note = gr.HTML("", elem_id="pg-teacher-note")
-        # Files are made on the click, then offered here (a DownloadButton hands out the file it held before the
-        # click: each export came one click late, the first none at all).
-        page.teacher_csv_file = gr.File(label="Download", visible=False, interactive=False, elem_id="pg-teacher-csv")
-        with gr.Tabs(elem_id="pg-teacher-tabs"):
-            with gr.Tab("Submissions", id="t-submissions"):
-                with gr.Row():
-                    page.teacher_list = gr.Button("List submissions", size="sm", elem_id="pg-teacher-list")
-                    page.teacher_csv = gr.Button("Export CSV", size="sm", elem_id="pg-teacher-export")
-                    page.teacher_code_zip = gr.Button("Export every submission with its code (zip)", size="sm",
-                                                      elem_id="pg-teacher-code")
-                    page.teacher_grades = gr.Button("Grades file (CSV for the gradebook)", size="sm",
-                                                    elem_id="pg-teacher-grades")
-                page.teacher_rows = gr.Dataframe(submissions_frame({}), interactive=False, wrap=True,
-                                                 max_height=360, elem_id="pg-teacher-rows")
-                with gr.Row():
-                    page.teacher_id = gr.Number(None, label="Submission id", precision=0, scale=1,
-                                                elem_id="pg-teacher-id")
-                    page.teacher_open = gr.Button("Open its code", size="sm", scale=1, elem_id="pg-teacher-open")
-                    page.teacher_rerun = gr.Button("Re-run it on this GPU", size="sm", scale=1,
-                                                   elem_id="pg-teacher-rerun")
-                with gr.Row():
-                    page.flag_reason = gr.Textbox("", label="Why it is flagged (kept with it)", max_length=500,
-                                                  scale=3, elem_id="pg-flag-reason")
-                    page.flag_btn = gr.Button("Flag: off the board, kept", size="sm", scale=1, elem_id="pg-flag")
-                    page.unflag_btn = gr.Button("Unflag", size="sm", scale=1, elem_id="pg-unflag")
-                page.teacher_record = gr.HTML("", elem_id="pg-teacher-record")
-                page.teacher_code = gr.Code("", language="python", label="Submission", interactive=False)
-            with gr.Tab("Roster", id="t-roster"):
-                page.roster_list_btn = gr.Button("Show the roster", size="sm", elem_id="pg-roster-list")
-                page.roster_rows = gr.Dataframe(roster_frame({}), interactive=False, wrap=True, max_height=360,
-                                                elem_id="pg-roster-table")
-                with gr.Row():
-                    page.roster_name = gr.Textbox("", label="Student (as on the roster)", scale=2,
-                                                  elem_id="pg-roster-name")
-                    page.remove_btn = gr.Button("Remove from the roster", size="sm", variant="stop", scale=1,
-                                                elem_id="pg-roster-remove")
-                    page.new_pw_btn = gr.Button("Give a new password", size="sm", scale=1, elem_id="pg-roster-newpw")
-                page.roster = gr.Textbox("", label="Roster: one name a line, or a CSV with a 'name' column", lines=4,
-                                         elem_id="pg-roster-text")
-                page.roster_btn = gr.Button("Import the roster and make passwords…", size="sm",
-                                            elem_id="pg-roster-import")
-                page.roster_confirm = gr.Button("Yes, import it", size="sm", variant="stop", visible=False,
-                                                elem_id="pg-roster-confirm")
-                page.roster_out = gr.Code("", language=None, label="Passwords to hand out (shown once)",
-                                          interactive=False, elem_id="pg-roster-out")
-            with gr.Tab("Board and deadlines", id="t-board"):
-                with gr.Row():
-                    page.teacher_reset = gr.Button("Reset this exercise's board…", size="sm", variant="stop",
-                                                   elem_id="pg-board-reset")
-                    page.reset_confirm = gr.Button("Yes, reset it", size="sm", variant="stop", visible=False,
-                                                   elem_id="pg-board-reset-confirm")
-                    page.reset_undo = gr.Button("Undo the last reset", size="sm", visible=False,
-                                                elem_id="pg-board-reset-undo")
-                with gr.Row():
-                    page.extend_student = gr.Textbox("", label="Student", scale=2, elem_id="pg-extend-student")
-                    page.extend_until = gr.Textbox("", label="New deadline (2026-03-01 23:59, UTC)", scale=2,
-                                                   elem_id="pg-extend-until")
-                    page.extend_btn = gr.Button("Move the deadline for this student", size="sm", scale=1,
-                                                elem_id="pg-extend")
-                with gr.Row():
-                    page.agents_switch = gr.Radio([("as its exercise.toml says", "default"), ("allowed", "allowed"),
-                                                   ("forbidden", "forbidden")], value="default", scale=2,
-                                                  label="Agents (MCP clients with a student's token) on this "
-                                                        "exercise", elem_id="pg-agents-switch")
-                    page.agents_switch_btn = gr.Button("Set it for this exercise", size="sm", scale=1,
-                                                       elem_id="pg-agents-switch-set")
-            with gr.Tab("Announcement", id="t-announce"):
-                page.announce_text = gr.Textbox("", label="Shown at the top of every student's page", lines=2,
-                                                max_length=2000, elem_id="pg-announce-text")
-                with gr.Row():
-                    page.announce_btn = gr.Button("Post it", size="sm", elem_id="pg-announce")
-                    page.announce_clear = gr.Button("Take it down", size="sm", elem_id="pg-announce-clear")
-            with gr.Tab("Similarity", id="t-similar"):
-                page.similar_btn = gr.Button("Compare this exercise's submissions", size="sm",
-                                             elem_id="pg-similar")
-                page.similar_rows = gr.Dataframe(pairs_frame({}), interactive=False, wrap=True, max_height=300,
-                                                 elem_id="pg-similar-table")
-                with gr.Row():
-                    page.pair_rank = gr.Number(None, label="Pair (rank)", precision=0, scale=1,
-                                               elem_id="pg-pair-rank")
-                    page.pair_btn = gr.Button("Show both codes side by side", size="sm", scale=1,
-                                              elem_id="pg-pair-show")
-                page.pairs = gr.State(None)
-                page.pair_view = gr.HTML("", elem_id="pg-pair-view")
-            with gr.Tab("Progress", id="t-progress"):
-                page.progress_btn = gr.Button("How the students got there on this exercise", size="sm",
-                                              elem_id="pg-progress")
-                page.progress_plot = gr.Plot(label="Speed over time", visible=False, elem_id="pg-progress-plot")
-                page.progress_out = gr.HTML("", elem_id="pg-progress-out")
-
-
 def _write_download(filename: str, data: bytes | str) -> str:
     """A teacher's download (a CSV, a zip), written as the page writes every download."""
     from . import downloads
     return downloads.write("teacher", filename, data)
-
-
-def _controls_of(page, data: dict, request) -> tuple[dict, dict]:
-    """The tile parameters the page's controls hold now ({name: value}, those left at auto out), and the control
-    updates where the controls had to be read again (a kernel of one's own whose text changed since)."""
-    from . import controls as ctl, own_kernel
-    from .gateway import student_of
-    out = {}
-    if own_kernel.is_own(page, data) and own_kernel.stale(page, data):
-        described, out = own_kernel.refresh(page, data, student_of(request))
-        if not described.get("ok"):
-            return {}, {}
-    _, _, c, values, _, _ = page.read(data)
-    problem = {x.name for x in c.problem}
-    return {x.name: values[x.name] for x in c.tile if x.name not in problem and x.name != "dtype"
-            and values.get(x.name) not in (None, "", ctl.AUTO_TILE)}, out
-
-
-def note_activity(page, data: dict, action: str, result: dict, request) -> None:
-    """After a compile or run: kept for the teacher's view of how students got there, when an exercise is picked."""
-    try:
-        classroom().note_activity(user_of(request), data.get(page.exercise), action, result)
-    except Exception:  # the student's answer must not fail for the class's notes
-        import logging
-        logging.getLogger("playground.classroom").exception("a compile or run was not noted")
-
-
-def wire(page, demo) -> None:
-    from . import views
-    light = dict(api_visibility="private", concurrency_limit=None)
-    engine = dict(api_visibility="private", concurrency_limit=page.settings.ui_concurrency, concurrency_id="engine")
-
-    def on_share(data: dict, request: gr.Request):
-        kernel, source, c, values, dtype, arch = page.read(data)
-        from . import controls as ctl
-        params = {**ctl.engine_params(values, dtype), **({"arch": arch} if arch else {})}
-        last = (data[page.history] or [None])[-1]
-        summary = {k: last.get(k) for k in SUMMARY_KEYS} if isinstance(last, dict) else None
-        return share_html(share(kernel, source, params, summary, request))
-    page.share_btn.click(on_share, page.setup | {page.history}, page.share_link, **light)
-
-    def keep_draft(draft, request: gr.Request):
-        """On a share link's load: the browser's own draft (read as the page loads, before the link's content
-        replaces it), offered as a download when it was edited and differs from what was shared."""
-        share_id = (dict(request.query_params) if request is not None else {}).get("s")
-        if not share_id or not isinstance(draft, dict) or not isinstance(draft.get("source"), str):
-            return gr.update(visible=False)
-        from . import gateway
-        from .common import offer_kept
-        kernel = str(draft.get("kernel") or "kernel")
-        shared = classroom().store.get_share(share_id)
-        if gateway.is_original(kernel, draft["source"]) or (shared and shared["source"] == draft["source"]):
-            return gr.update(visible=False)
-        return offer_kept(request, kernel, "-my-draft.py", draft["source"],
-                          f"Your own {kernel} draft, replaced by this link: download it")
-    demo.load(keep_draft, page.draft, page.kept_draft, **light)
-
-    def logged_in(request: gr.Request):
-        html_ = who_html(user_of(request), logout=not classroom().settings.user_header)
-        return gr.update(value=html_, visible=bool(html_))  # (no login: no line at all)
-    if getattr(page, "who", None) is not None:
-        demo.load(logged_in, None, page.who, **light)
-
-    def show_announcement():
-        text = announcement_html(classroom().announcement())
-        return gr.update(value=text, visible=bool(text))
-    demo.load(show_announcement, None, page.announcement, **light)
-    gr.Timer(ANNOUNCE_EVERY).tick(show_announcement, None, page.announcement, show_progress="hidden", **light)
-
-    teacher_ex = [page.teacher_ex] if page.teacher is not None else []
-
-    def refresh_exercises(picked, *teacher_picked):
-        """The exercise lists as exercises/ holds them now (on load, and as the Exercise section opens): a folder the
-        teacher added shows without a restart."""
-        choices = exercise_choices()
-        names = [n for _, n in choices]
-        out = [gr.update(choices=choices, value=picked if picked in names else None)]
-        if teacher_ex:
-            out.append(gr.update(choices=[("every exercise", "")] + [(n, n) for n in names],
-                                 value=teacher_picked[0] if teacher_picked and teacher_picked[0] in names else ""))
-        return tuple(out) if len(out) > 1 else out[0]
-    demo.load(refresh_exercises, [page.exercise, *teacher_ex], [page.exercise, *teacher_ex], **light)
-    page.exercise_section.expand(refresh_exercises, [page.exercise, *teacher_ex], [page.exercise, *teacher_ex],
-                                 **light)
-
-    def on_exercise(name, request: gr.Request):
-        ex = classroom().exercises_by_name().get(name or "")
-        return statement_md(ex, classroom().extension_of(ex, user_of(request)) if ex else None)
-    page.exercise.change(on_exercise, page.exercise, page.statement, **light)
-
-    def on_starter(data: dict, request: gr.Request, progress=gr.Progress()):
-        """The starter in the editor as a kernel of one's own: its controls are read from the starter (the
-        student's factory), the problem sizes set to the exercise's first visible shape and the dtype to its own.
-        The text it replaces, if edited, is offered as a download."""
-        from . import gateway, own_kernel
-        from .gateway import student_of
-        from .common import offer_kept
-        ex = classroom().exercises_by_name().get(data[page.exercise] or "")
-        if ex is None:
-            return {page.status: '<div class="pg-status idle">Pick an exercise first.</div>'}
-        before, kernel_before = data[page.editor] or "", data[page.kernel]
-        kept = gr.update(visible=False)
-        if before.strip() and before != ex.starter and not gateway.is_original(kernel_before, before):
-            kept = offer_kept(request, "my-kernel" if kernel_before == own_kernel.OWN else kernel_before,
-                              "-before-the-starter.py", before, "Your text before the starter: download it")
-        progress(None, desc="reading the starter's parameters")
-        leaving = page.keep_leaving(data)  # edits of a shipped kernel, kept for when the student goes back to it
-        data[page.entry] = None
-        status = (f'<div class="pg-status idle">The starter of {views.esc(ex.title)} is in the editor, its '
-                  f'parameters read from {views.esc(ex.factory)}(...): compile it, then make it faster and '
-                  'Submit.</div>')
-        out = own_kernel.show(page, data, ex.starter, request, status)
-        _, source, c, values, dtype, arch = own_kernel.read(page, data)
-        sizes = {k: str(v) for k, v in (ex.visible[0] if ex.visible else ex.timed).items() if k in values}
-        if sizes or ex.dtype in c.dtypes:
-            values = {**values, **sizes}
-            dtype = ex.dtype if ex.dtype in c.dtypes else dtype
-            out.update(own_kernel.control_outputs(page, c, values, dtype, data[page.own]))
-            out.update(page.draft_and_links(own_kernel.OWN, source, c, values, dtype, arch, student_of(request)))
-            out[page.share] = ""
-        out.update(leaving)
-        out[page.kept_draft] = kept
-        return {k: v for k, v in out.items() if k is not None}
-    page.starter_btn.click(on_starter, page.setup | {page.exercise, page.shown, page.edited, page.own_draft},
-                           page.everything | {page.kept_draft}, cancels=page.jobs, show_progress_on=[page.status],
-                           **engine)  # a late answer of the kernel before must not land on it
-
-    def on_submit(data: dict, request: gr.Request, progress=gr.Progress()):
-        name = data[page.exercise]
-
-        def report(what, fraction):
-            try:
-                progress(None if fraction is None else float(fraction), desc=str(what))
-            except Exception:
-                pass
-        sent, out = _controls_of(page, data, request)
-        answer = classroom().submit(user_of(request), name, data[page.editor] or "", sent, report)
-        out[page.submit_answer] = submission_html(answer, sent)
-        board = classroom().leaderboard(name, user_of(request)) if name else {}
-        if board.get("ok"):
-            out[page.board] = board_update(board, classroom().is_teacher(user_of(request)))
-            out[page.board_note] = views.board_note_html(name, board)
-        return out
-    from . import own_kernel
-    page.submit_btn.click(on_submit, page.setup | {page.exercise},
-                          {page.submit_answer, page.board, page.board_note, *own_kernel.outputs(page)},
-                          show_progress_on=[page.submit_answer], **engine)
-
-    def on_board(name, who="all", request: gr.Request = None):
-        board = classroom().leaderboard(name, user_of(request), who=who or "all") if name else {}
-        teacher = classroom().is_teacher(user_of(request))
-        return board_update(board if board.get("ok") else {}, teacher), views.board_note_html(name, board)
-    page.board_btn.click(on_board, [page.exercise, page.board_who], [page.board, page.board_note], **light)
-    page.board_who.change(on_board, [page.exercise, page.board_who], [page.board, page.board_note], **light)
-
-    wire_agents(page, light)
-
-    def on_alias(text, request: gr.Request):
-        answer = classroom().set_alias(user_of(request), text)
-        return _status("ok", answer["message"]) if answer.get("ok") else _failed(answer)
-    page.alias_btn.click(on_alias, page.alias, page.alias_note, **light)
-
-    if page.teacher is not None:
-        wire_teacher(page, demo, light, engine)
-
-
-def wire_agents(page, light: dict) -> None:
-    """The Agents (MCP) section's events: what to connect to, the user's tokens made, listed and revoked."""
-    def shown(request: gr.Request):
-        room = classroom()
-        url = mcp_url(request)
-        need = room.agents_need_token()
-        who = user_of(request)
-        if not need:
-            intro = (f"An agent (an MCP client) can use this playground's tools (list, describe, compile, run, tune, "
-                     f"profile, memcheck, lowering, share, submit, leaderboard) at `{url}`. This server has no "
-                     "login, so no token is needed.")
-        else:
-            intro = (f"An agent (an MCP client) can use this playground's tools at `{url}` with a token of yours: "
-                     "it acts as you, with your limits (its jobs share your place in the queue), and what it "
-                     "submits is on the boards as your agent's, never as your own work."
-                     + ("" if who else " Log in to make one."))
-        listed = tokens_html(room.tokens_of(who)) if need and who else ""
-        return (intro, mcp_config(url, need), gr.update(visible=bool(need and who)), listed)
-    page.agents_section.expand(shown, None, [page.agents_intro, page.agents_config, page.agents_tokens,
-                                             page.token_list], **light)
-
-    def made(name, request: gr.Request):
-        answer = classroom().make_token(user_of(request), name)
-        listed = tokens_html(classroom().tokens_of(user_of(request)))
-        if not answer.get("ok"):
-            return _failed(answer), gr.update(value="", visible=False), listed, gr.update()
-        return (_status("ok", answer["message"]), gr.update(value=answer["token"], visible=True), listed, "")
-    page.token_btn.click(made, page.token_name, [page.token_note, page.token_out, page.token_list, page.token_name],
-                         **light)
-
-    def revoked(token_id, request: gr.Request):
-        answer = classroom().revoke_token(user_of(request), token_id)
-        listed = tokens_html(classroom().tokens_of(user_of(request)))
-        note = _status("ok", answer["message"]) if answer.get("ok") else _failed(answer)
-        return note, listed, gr.update(value="", visible=False)
-    page.token_revoke.click(revoked, page.token_id, [page.token_note, page.token_list, page.token_out], **light)
-
-
-def wire_teacher(page, demo, light: dict, engine: dict) -> None:
-    """The Teacher section's events: each a thin call of the Classroom with the page's login and the password."""
-    def rerun_of(request) -> str | None:
-        """The submission of a board's re-run link (?rerun=ID), for the teacher."""
-        sid = (dict(request.query_params) if request is not None else {}).get("rerun", "")
-        return sid if sid.isdigit() and len(sid) < 19 and classroom().shows_teacher_view(user_of(request)) else None
-
-    def teacher_view(request: gr.Request):
-        shown = classroom().shows_teacher_view(user_of(request))
-        return gr.update(visible=shown, **({"open": True} if rerun_of(request) else {}))
-    demo.load(teacher_view, None, page.teacher, **light)
-
-    def rerun_link(request: gr.Request):
-        """A board's re-run link opens the teacher's view on that submission."""
-        sid = rerun_of(request)
-        if sid is None:
-            return gr.update(), gr.update()
-        return int(sid), _status("idle", f"Submission #{sid} from the board: Open its code, or Re-run it on this GPU.")
-    demo.load(rerun_link, None, [page.teacher_id, page.teacher_note], **light)
-
-    def act(method: str, *args, request=None, **kwargs) -> dict:
-        return getattr(classroom(), method)(user_of(request), *args, address=client_address(request), **kwargs)
-
-    def listed(pw, ex, request: gr.Request):
-        answer = act("all_submissions", pw, ex, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), submissions_frame({})
-        return _status("ok", f"{len(answer['rows'])} submissions."), submissions_frame(answer)
-    page.teacher_list.click(listed, [page.teacher_pw, page.teacher_ex], [page.teacher_note, page.teacher_rows],
-                            **light)
-
-    def opened(pw, sid, request: gr.Request):
-        answer = act("open_submission", pw, sid, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), "", ""
-        flag = f" Flagged: {answer['flag']}." if answer.get("flag") else ""
-        late = " In the late window." if answer.get("late") else ""
-        note = _status("ok", f"#{answer['id']} by {answer['student']}, {answer['status']}: {answer['message']}"
-                             f"{late}{flag}")
-        return note, record_html(answer), answer["source"]
-    page.teacher_open.click(opened, [page.teacher_pw, page.teacher_id],
-                            [page.teacher_note, page.teacher_record, page.teacher_code], **light)
-
-    def rerun(pw, sid, request: gr.Request, progress=gr.Progress()):
-        def report(what, fraction):
-            try:
-                progress(None if fraction is None else float(fraction), desc=str(what))
-            except Exception:
-                pass
-        answer = act("rerun", pw, sid, request=request, on_progress=report)
-        kept = answer.get("rerun_of") or {}
-        if not answer.get("ok"):
-            return _failed(answer), record_html(kept) if kept else ""
-        return (_status("ok", f"Re-run of #{kept.get('id')}: {answer['median_ms']:.4f} ms on "
-                              f"{answer.get('gpu') or 'this GPU'}" + (f", {answer['sol_percent']:.0f}% of the "
-                                                                       "speed of light" if answer.get("sol_percent")
-                                                                       else "")
-                              + (f" (kept: {kept['median_ms']:.4f} ms on {kept.get('gpu') or 'its GPU'})"
-                                 if kept.get("median_ms") else "")), record_html(answer))
-    page.teacher_rerun.click(rerun, [page.teacher_pw, page.teacher_id], [page.teacher_note, page.teacher_record],
-                             show_progress_on=[page.teacher_note], **engine)
-
-    def flagged(pw, sid, reason, request: gr.Request):
-        answer = act("flag", pw, sid, reason, request=request)
-        if not answer.get("ok"):
-            return _failed(answer)
-        return _status("ok", f"#{answer['submission']} is flagged ({answer['reason']}): off the board and out of "
-                             "the grades, kept in your list.")
-    page.flag_btn.click(flagged, [page.teacher_pw, page.teacher_id, page.flag_reason], page.teacher_note, **light)
-
-    def unflagged(pw, sid, request: gr.Request):
-        answer = act("unflag", pw, sid, request=request)
-        return _status("ok", f"#{answer['submission']} is back.") if answer.get("ok") else _failed(answer)
-    page.unflag_btn.click(unflagged, [page.teacher_pw, page.teacher_id], page.teacher_note, **light)
-
-    def offer(filename: str, data, note: str):
-        return _status("ok", note), gr.update(value=_write_download(filename, data), visible=True, label=filename)
-
-    def no_file(answer):
-        return _failed(answer), gr.update(value=None, visible=False)
-
-    def which(ex) -> str:
-        return re.sub(r"[^A-Za-z0-9_-]", "", ex or "") or "all"
-
-    def exported(pw, ex, request: gr.Request):
-        answer = act("export_csv", pw, ex, request=request)
-        if not answer.get("ok"):
-            return no_file(answer)
-        name = f"submissions-{which(ex)}.csv"
-        return offer(name, answer["csv"], f"{name} is ready: download it below.")
-    page.teacher_csv.click(exported, [page.teacher_pw, page.teacher_ex], [page.teacher_note, page.teacher_csv_file],
-                           **light)
-
-    def code_zip(pw, ex, request: gr.Request):
-        answer = act("export_code", pw, ex, request=request)
-        if not answer.get("ok"):
-            return no_file(answer)
-        name = f"submissions-{which(ex)}-code.zip"
-        return offer(name, answer["zip"], f"{name}: {answer['files']} submissions with their code "
-                                                   "(index.csv and code/), below.")
-    page.teacher_code_zip.click(code_zip, [page.teacher_pw, page.teacher_ex],
-                                [page.teacher_note, page.teacher_csv_file], **light)
-
-    def graded(pw, ex, request: gr.Request):
-        answer = act("grades", pw, ex, request=request)
-        if not answer.get("ok"):
-            return no_file(answer)
-        name = f"grades-{which(ex)}.csv"
-        return offer(name, answer["csv"], f"{name}: {len(answer['rows'])} students, a score per "
-                                                   "exercise: import it into the gradebook (below).")
-    page.teacher_grades.click(graded, [page.teacher_pw, page.teacher_ex], [page.teacher_note, page.teacher_csv_file],
-                              **light)
-
-    def roster_listed(pw, request: gr.Request):
-        answer = act("roster_list", pw, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), roster_frame({})
-        on = sum(r["on_roster"] for r in answer["rows"])
-        return (_status("ok", f"{on} on the roster, {len(answer['rows'])} names in all." if answer["roster"] else
-                        f"No roster: {len(answer['rows'])} names logged in with the class password."),
-                roster_frame(answer))
-    page.roster_list_btn.click(roster_listed, page.teacher_pw, [page.teacher_note, page.roster_rows], **light)
-
-    def removed(pw, name, request: gr.Request):
-        answer = act("remove_student", pw, name, request=request)
-        return _status("ok", answer["message"]) if answer.get("ok") else _failed(answer)
-    page.remove_btn.click(removed, [page.teacher_pw, page.roster_name], page.teacher_note, **light)
-
-    def new_password(pw, name, request: gr.Request):
-        answer = act("reset_password", pw, name, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), ""
-        return (_status("ok", f"{answer['student']} has a new password (below, shown once); their sessions on the "
-                              "old one ended."), answer["csv"])
-    page.new_pw_btn.click(new_password, [page.teacher_pw, page.roster_name], [page.teacher_note, page.roster_out],
-                          **light)
-
-    def roster_check(pw, text, request: gr.Request):
-        answer = act("roster_preview", pw, text, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), gr.update(visible=False)
-        kind = "fail" if answer["ending"] else "idle"
-        return _status(kind, answer["message"] + " Import it?"), gr.update(visible=True)
-    page.roster_btn.click(roster_check, [page.teacher_pw, page.roster], [page.teacher_note, page.roster_confirm],
-                          **light)
-
-    def roster_import(pw, text, request: gr.Request):
-        answer = act("import_roster", pw, text, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), "", gr.update(visible=False)
-        n = answer["students"]
-        return (_status("ok", f"{n} student{'' if n == 1 else 's'} imported; hand each their password."),
-                answer["csv"], gr.update(visible=False))
-    page.roster_confirm.click(roster_import, [page.teacher_pw, page.roster],
-                              [page.teacher_note, page.roster_out, page.roster_confirm], **light)
-
-    def reset_check(pw, ex, request: gr.Request):
-        if not ex:
-            return _status("fail", "Pick the exercise whose board to reset."), gr.update(visible=False)
-        answer = act("board_preview", pw, ex, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), gr.update(visible=False)
-        return _status("fail", answer["message"] + " Reset it?"), gr.update(visible=True)
-    page.teacher_reset.click(reset_check, [page.teacher_pw, page.teacher_ex],
-                             [page.teacher_note, page.reset_confirm], **light)
-
-    def reset(pw, ex, request: gr.Request):
-        answer = act("reset_board", pw, ex, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), gr.update(visible=False), gr.update(visible=False)
-        return (_status("ok", f"The board of {ex} is empty again ({answer['hidden']} entries hidden)."),
-                gr.update(visible=False), gr.update(visible=True))
-    page.reset_confirm.click(reset, [page.teacher_pw, page.teacher_ex],
-                             [page.teacher_note, page.reset_confirm, page.reset_undo], **light)
-
-    def undo(pw, ex, request: gr.Request):
-        answer = act("undo_reset", pw, ex, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), gr.update()
-        return (_status("ok", f"The board of {answer['exercise']} is back ({answer['entries']} entries)."),
-                gr.update(visible=False))
-    page.reset_undo.click(undo, [page.teacher_pw, page.teacher_ex], [page.teacher_note, page.reset_undo], **light)
-
-    def extended(pw, ex, student, until, request: gr.Request):
-        answer = act("extend", pw, ex, student, until, request=request)
-        return _status("ok", answer["message"]) if answer.get("ok") else _failed(answer)
-    page.extend_btn.click(extended, [page.teacher_pw, page.teacher_ex, page.extend_student, page.extend_until],
-                          page.teacher_note, **light)
-
-    def agents_set(pw, ex, choice, request: gr.Request):
-        if not ex:
-            return _status("fail", "Pick the exercise whose agents to allow or forbid.")
-        allowed = {"allowed": True, "forbidden": False}.get(choice)
-        answer = act("set_agents", pw, ex, allowed, request=request)
-        return _status("ok", answer["message"] + ".") if answer.get("ok") else _failed(answer)
-    page.agents_switch_btn.click(agents_set, [page.teacher_pw, page.teacher_ex, page.agents_switch],
-                                 page.teacher_note, **light)
-
-    def announced(pw, text, request: gr.Request):
-        answer = act("announce", pw, text, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), gr.update()
-        shown = announcement_html(answer["announcement"])
-        return (_status("ok", "Posted: every page shows it (open pages within a minute)." if shown else
-                        "Taken down."), gr.update(value=shown, visible=bool(shown)))
-    page.announce_btn.click(announced, [page.teacher_pw, page.announce_text], [page.teacher_note, page.announcement],
-                            **light)
-
-    def taken_down(pw, request: gr.Request):
-        return announced(pw, "", request)
-    page.announce_clear.click(taken_down, page.teacher_pw, [page.teacher_note, page.announcement], **light)
-
-    def similar(pw, ex, request: gr.Request):
-        answer = act("similar", pw, ex, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), pairs_frame({}), None
-        n = len(answer["pairs"])
-        return (_status("ok", f"{answer['submissions']} submissions of {answer['exercise']}: {n} pair"
-                              f"{'' if n == 1 else 's'} of students share code beyond the starter, most alike "
-                              "first."), pairs_frame(answer), answer["pairs"])
-    page.similar_btn.click(similar, [page.teacher_pw, page.teacher_ex],
-                           [page.teacher_note, page.similar_rows, page.pairs], **light)
-
-    def pair(pw, pairs, rank, request: gr.Request):
-        found = next((p for p in pairs or [] if p["rank"] == rank), None)
-        if found is None:
-            return _status("fail", "Compare first, then give the rank of a pair."), ""
-        answer = act("side_by_side", pw, found["a"], found["b"], request=request)
-        if not answer.get("ok"):
-            return _failed(answer), ""
-        return (_status("ok", f"#{found['a']} ({found['student_a']}) and #{found['b']} ({found['student_b']}): "
-                              f"{100 * found['similarity']:.0f}% alike."),
-                f'<div class="pg-diff-view" style="overflow-x: auto">{answer["html"]}</div>')
-    page.pair_btn.click(pair, [page.teacher_pw, page.pairs, page.pair_rank], [page.teacher_note, page.pair_view],
-                        **light)
-
-    def progressed(pw, ex, request: gr.Request):
-        answer = act("progress", pw, ex, request=request)
-        if not answer.get("ok"):
-            return _failed(answer), gr.update(visible=False), ""
-        figure = trajectory_figure(answer)
-        return (_status("ok", f"How the students got there on {answer['exercise']}."),
-                gr.update(value=figure, visible=figure is not None), progress_html(answer))
-    page.progress_btn.click(progressed, [page.teacher_pw, page.teacher_ex],
-                            [page.teacher_note, page.progress_plot, page.progress_out], **light)
 
 
 def record_html(answer: dict) -> str:
@@ -1241,3 +621,634 @@ def record_html(answer: dict) -> str:
     return (f'<div class="pg-status idle" id="pg-record">Ran on <b>{_esc(answer.get("gpu") or record.get("name"))}'
             f'</b>' + (f", {sol:.1f}% of the speed of light{_esc(bound)}" if sol else "")
             + f": {_esc(record_text(record))}</div>")
+
+
+# -- the section ---------------------------------------------------------------------------------------------------
+class ClassSection:
+    """The class on the page, a section of layout.Page (page.course), like Gradio's ChatInterface: its components
+    are attributes of this object, made by its builders, which the page calls where each part stands: build_who
+    (under the title: who is logged in, and the announcement), build_share (under the editor), build_exercise (top
+    of the right column: the statement beside the editor), build_class (below the results: the board, the agents'
+    tokens and the teacher's view); `wire` gives them their events, and the page calls note_activity after each
+    compile and run. The page's own components (the editor, the status, the draft, ...) are read through
+    `self.page`, a kernel of one's own's through `self.page.own_kernel`."""
+
+    def __init__(self, page):
+        self.page = page
+
+    def build_who(self) -> None:
+        """Under the page's title: who is logged in, and the teacher's announcement (filled on load, wire)."""
+        self.who = gr.HTML("", elem_id="pg-who", visible=False)
+        self.announcement = gr.HTML("", elem_id="pg-announcement", visible=False)
+
+    def build_share(self) -> None:
+        with gr.Row(elem_id="pg-share-row"):
+            self.share_btn = gr.Button("Share", size="sm", scale=0, min_width=90, elem_id="pg-share-btn")
+            self.share_link = gr.HTML("", elem_id="pg-share-out")
+        # Opening a share link replaces the draft the browser kept: an edited one is offered here first, so no one's own
+        # code is lost to a classmate's link.
+        self.kept_draft = gr.DownloadButton("Your draft before this link", visible=False, size="sm",
+                                            elem_id="pg-kept-draft")
+
+    def build_exercise(self) -> None:
+        with gr.Accordion("Exercise", open=False, elem_id="pg-exercise") as self.exercise_section:
+            with gr.Row():
+                self.exercise = gr.Dropdown(exercise_choices(), value=None, label="Exercise", scale=3,
+                                            elem_id="pg-exercise-pick")
+                self.starter_btn = gr.Button("Put the starter in the editor", size="sm", scale=1,
+                                             elem_id="pg-exercise-starter")
+            self.statement = gr.Markdown("Pick an exercise to see what to write.", elem_id="pg-exercise-statement")
+            with gr.Row():
+                gr.HTML('<div class="pg-params-note">Submit sends the editor\'s text with the tile parameters set in '
+                        'the controls (those left at auto: your factory\'s own defaults).</div>')
+                self.submit_btn = gr.Button("Submit", variant="primary", scale=0, min_width=120, elem_id="pg-submit")
+            self.submit_answer = gr.HTML("", elem_id="pg-submit-out")
+
+    def build_agents(self) -> None:
+        """Agents (MCP): how to connect an MCP client, and the user's tokens: made (shown once), listed, revoked."""
+        with gr.Accordion("Agents (MCP)", open=False, elem_id="pg-agents") as self.agents_section:
+            self.agents_intro = gr.Markdown("", elem_id="pg-agents-intro")
+            self.agents_config = gr.Code("", language="json", label="mcp.json for an MCP client", interactive=False,
+                                         elem_id="pg-agents-config")
+            with gr.Group(visible=False) as self.agents_tokens:
+                with gr.Row():
+                    self.token_name = gr.Textbox("", label="A name for the token (which agent it is for)",
+                                                 max_length=40, scale=3, elem_id="pg-token-name")
+                    self.token_btn = gr.Button("Make a token", size="sm", scale=1, elem_id="pg-token-make")
+                self.token_out = gr.Code("", language=None, label="Your new token: copy it now, it is not shown again",
+                                         interactive=False, visible=False, elem_id="pg-token-out")
+                self.token_list = gr.HTML("", elem_id="pg-token-list")
+                with gr.Row():
+                    self.token_id = gr.Number(None, label="Token id", precision=0, scale=1, elem_id="pg-token-id")
+                    self.token_revoke = gr.Button("Revoke it", size="sm", variant="stop", scale=1,
+                                                  elem_id="pg-token-revoke")
+            self.token_note = gr.HTML("", elem_id="pg-token-note")
+
+    def build_class(self) -> None:
+        with gr.Accordion("Leaderboard", open=False, elem_id="pg-board"):
+            with gr.Row():
+                self.board_btn = gr.Button("Show the board of the exercise picked", size="sm", scale=2,
+                                           elem_id="pg-board-btn")
+                self.board_who = gr.Radio([("everyone", "all"), ("students", "students"), ("agents", "agents")],
+                                          value="all", show_label=False, scale=1, elem_id="pg-board-who")
+            self.board_note = gr.HTML("", elem_id="pg-board-note")
+            self.board = gr.Dataframe(board_frame({}), interactive=False, wrap=True, elem_id="pg-board-table")
+            with gr.Row():
+                self.alias = gr.Textbox("", label="Your name on the boards (empty: your own)", max_length=24, scale=3,
+                                        elem_id="pg-alias")
+                self.alias_btn = gr.Button("Show me under this name", size="sm", scale=1, elem_id="pg-alias-btn")
+            self.alias_note = gr.HTML("", elem_id="pg-alias-note")
+        self.build_agents()
+        if not classroom().settings.teacher_password:
+            self.teacher = None
+            return
+        # Hidden until the page knows who looks at it (wire: shows_teacher_view, on load): a student never sees it.
+        with gr.Accordion("Teacher", open=False, visible=False, elem_id="pg-teacher") as self.teacher:
+            with gr.Row():
+                self.teacher_pw = gr.Textbox("", label="Teacher password (not needed when logged in as teacher)",
+                                             type="password", scale=2)
+                self.teacher_ex = gr.Dropdown([("every exercise", "")] + [(e["name"], e["name"])
+                                                                           for e in classroom().exercises()],
+                                              value="", label="Exercise", scale=1, elem_id="pg-teacher-ex")
+            self.teacher_note = gr.HTML("", elem_id="pg-teacher-note")
+            # Files are made on the click, then offered here (a DownloadButton hands out the file it held before the
+            # click: each export came one click late, the first none at all).
+            self.teacher_csv_file = gr.File(label="Download", visible=False, interactive=False,
+                                            elem_id="pg-teacher-csv")
+            with gr.Tabs(elem_id="pg-teacher-tabs"):
+                with gr.Tab("Submissions", id="t-submissions"):
+                    with gr.Row():
+                        self.teacher_list = gr.Button("List submissions", size="sm", elem_id="pg-teacher-list")
+                        self.teacher_csv = gr.Button("Export CSV", size="sm", elem_id="pg-teacher-export")
+                        self.teacher_code_zip = gr.Button("Export every submission with its code (zip)", size="sm",
+                                                          elem_id="pg-teacher-code")
+                        self.teacher_grades = gr.Button("Grades file (CSV for the gradebook)", size="sm",
+                                                        elem_id="pg-teacher-grades")
+                    self.teacher_rows = gr.Dataframe(submissions_frame({}), interactive=False, wrap=True,
+                                                     max_height=360, elem_id="pg-teacher-rows")
+                    with gr.Row():
+                        self.teacher_id = gr.Number(None, label="Submission id", precision=0, scale=1,
+                                                    elem_id="pg-teacher-id")
+                        self.teacher_open = gr.Button("Open its code", size="sm", scale=1, elem_id="pg-teacher-open")
+                        self.teacher_rerun = gr.Button("Re-run it on this GPU", size="sm", scale=1,
+                                                       elem_id="pg-teacher-rerun")
+                    with gr.Row():
+                        self.flag_reason = gr.Textbox("", label="Why it is flagged (kept with it)", max_length=500,
+                                                      scale=3, elem_id="pg-flag-reason")
+                        self.flag_btn = gr.Button("Flag: off the board, kept", size="sm", scale=1, elem_id="pg-flag")
+                        self.unflag_btn = gr.Button("Unflag", size="sm", scale=1, elem_id="pg-unflag")
+                    self.teacher_record = gr.HTML("", elem_id="pg-teacher-record")
+                    self.teacher_code = gr.Code("", language="python", label="Submission", interactive=False)
+                with gr.Tab("Roster", id="t-roster"):
+                    self.roster_list_btn = gr.Button("Show the roster", size="sm", elem_id="pg-roster-list")
+                    self.roster_rows = gr.Dataframe(roster_frame({}), interactive=False, wrap=True, max_height=360,
+                                                    elem_id="pg-roster-table")
+                    with gr.Row():
+                        self.roster_name = gr.Textbox("", label="Student (as on the roster)", scale=2,
+                                                      elem_id="pg-roster-name")
+                        self.remove_btn = gr.Button("Remove from the roster", size="sm", variant="stop", scale=1,
+                                                    elem_id="pg-roster-remove")
+                        self.new_pw_btn = gr.Button("Give a new password", size="sm", scale=1,
+                                                    elem_id="pg-roster-newpw")
+                    self.roster = gr.Textbox("", label="Roster: one name a line, or a CSV with a 'name' column",
+                                             lines=4, elem_id="pg-roster-text")
+                    self.roster_btn = gr.Button("Import the roster and make passwords…", size="sm",
+                                                elem_id="pg-roster-import")
+                    self.roster_confirm = gr.Button("Yes, import it", size="sm", variant="stop", visible=False,
+                                                    elem_id="pg-roster-confirm")
+                    self.roster_out = gr.Code("", language=None, label="Passwords to hand out (shown once)",
+                                              interactive=False, elem_id="pg-roster-out")
+                with gr.Tab("Board and deadlines", id="t-board"):
+                    with gr.Row():
+                        self.teacher_reset = gr.Button("Reset this exercise's board…", size="sm", variant="stop",
+                                                       elem_id="pg-board-reset")
+                        self.reset_confirm = gr.Button("Yes, reset it", size="sm", variant="stop", visible=False,
+                                                       elem_id="pg-board-reset-confirm")
+                        self.reset_undo = gr.Button("Undo the last reset", size="sm", visible=False,
+                                                    elem_id="pg-board-reset-undo")
+                    with gr.Row():
+                        self.extend_student = gr.Textbox("", label="Student", scale=2, elem_id="pg-extend-student")
+                        self.extend_until = gr.Textbox("", label="New deadline (2026-03-01 23:59, UTC)", scale=2,
+                                                       elem_id="pg-extend-until")
+                        self.extend_btn = gr.Button("Move the deadline for this student", size="sm", scale=1,
+                                                    elem_id="pg-extend")
+                    with gr.Row():
+                        self.agents_switch = gr.Radio([("as its exercise.toml says", "default"), ("allowed", "allowed"),
+                                                       ("forbidden", "forbidden")], value="default", scale=2,
+                                                      label="Agents (MCP clients with a student's token) on this "
+                                                            "exercise", elem_id="pg-agents-switch")
+                        self.agents_switch_btn = gr.Button("Set it for this exercise", size="sm", scale=1,
+                                                           elem_id="pg-agents-switch-set")
+                with gr.Tab("Announcement", id="t-announce"):
+                    self.announce_text = gr.Textbox("", label="Shown at the top of every student's page", lines=2,
+                                                    max_length=2000, elem_id="pg-announce-text")
+                    with gr.Row():
+                        self.announce_btn = gr.Button("Post it", size="sm", elem_id="pg-announce")
+                        self.announce_clear = gr.Button("Take it down", size="sm", elem_id="pg-announce-clear")
+                with gr.Tab("Similarity", id="t-similar"):
+                    self.similar_btn = gr.Button("Compare this exercise's submissions", size="sm",
+                                                 elem_id="pg-similar")
+                    self.similar_rows = gr.Dataframe(pairs_frame({}), interactive=False, wrap=True, max_height=300,
+                                                     elem_id="pg-similar-table")
+                    with gr.Row():
+                        self.pair_rank = gr.Number(None, label="Pair (rank)", precision=0, scale=1,
+                                                   elem_id="pg-pair-rank")
+                        self.pair_btn = gr.Button("Show both codes side by side", size="sm", scale=1,
+                                                  elem_id="pg-pair-show")
+                    self.pairs = gr.State(None)
+                    self.pair_view = gr.HTML("", elem_id="pg-pair-view")
+                with gr.Tab("Progress", id="t-progress"):
+                    self.progress_btn = gr.Button("How the students got there on this exercise", size="sm",
+                                                  elem_id="pg-progress")
+                    self.progress_plot = gr.Plot(label="Speed over time", visible=False, elem_id="pg-progress-plot")
+                    self.progress_out = gr.HTML("", elem_id="pg-progress-out")
+
+    def _controls_of(self, data: dict, request) -> tuple[dict, dict]:
+        """The tile parameters the page's controls hold now ({name: value}, those left at auto out), and the control
+        updates where the controls had to be read again (a kernel of one's own whose text changed since)."""
+        from . import controls as ctl
+        from .gateway import student_of
+        own_kernel = self.page.own_kernel
+        out = {}
+        if own_kernel.is_own(data) and own_kernel.stale(data):
+            described, out = own_kernel.refresh(data, student_of(request))
+            if not described.get("ok"):
+                return {}, {}
+        _, _, c, values, _, _ = self.page.read(data)
+        problem = {x.name for x in c.problem}
+        return {x.name: values[x.name] for x in c.tile if x.name not in problem and x.name != "dtype"
+                and values.get(x.name) not in (None, "", ctl.AUTO_TILE)}, out
+
+    def note_activity(self, data: dict, action: str, result: dict, request) -> None:
+        """After a compile or run: kept for the teacher's view of how students got there, when an exercise is picked."""
+        try:
+            classroom().note_activity(user_of(request), data.get(self.exercise), action, result)
+        except Exception:  # the student's answer must not fail for the class's notes
+            import logging
+            logging.getLogger("playground.classroom").exception("a compile or run was not noted")
+
+    def wire(self, demo) -> None:
+        """The section's events (call at the end of Page.wire: the starter sets all the page shows, page.everything,
+        and cancels the page's engine jobs, page.jobs)."""
+        from . import views
+        page = self.page
+        light = dict(api_visibility="private", concurrency_limit=None)
+        engine = dict(api_visibility="private", concurrency_limit=page.settings.ui_concurrency, concurrency_id="engine")
+
+        def on_share(data: dict, request: gr.Request):
+            kernel, source, c, values, dtype, arch = page.read(data)
+            from . import controls as ctl
+            params = {**ctl.engine_params(values, dtype), **({"arch": arch} if arch else {})}
+            last = (data[page.history] or [None])[-1]
+            summary = {k: last.get(k) for k in SUMMARY_KEYS} if isinstance(last, dict) else None
+            return share_html(share(kernel, source, params, summary, request))
+        self.share_btn.click(on_share, page.setup | {page.history}, self.share_link, **light)
+
+        def keep_draft(draft, request: gr.Request):
+            """On a share link's load: the browser's own draft (read as the page loads, before the link's content
+            replaces it), offered as a download when it was edited and differs from what was shared."""
+            share_id = (dict(request.query_params) if request is not None else {}).get("s")
+            if not share_id or not isinstance(draft, dict) or not isinstance(draft.get("source"), str):
+                return gr.update(visible=False)
+            from . import gateway
+            from .common import offer_kept
+            kernel = str(draft.get("kernel") or "kernel")
+            shared = classroom().store.get_share(share_id)
+            if gateway.is_original(kernel, draft["source"]) or (shared and shared["source"] == draft["source"]):
+                return gr.update(visible=False)
+            return offer_kept(request, kernel, "-my-draft.py", draft["source"],
+                              f"Your own {kernel} draft, replaced by this link: download it")
+        demo.load(keep_draft, page.draft, self.kept_draft, **light)
+
+        def logged_in(request: gr.Request):
+            html_ = who_html(user_of(request), logout=not classroom().settings.user_header)
+            return gr.update(value=html_, visible=bool(html_))  # (no login: no line at all)
+        demo.load(logged_in, None, self.who, **light)
+
+        def show_announcement():
+            text = announcement_html(classroom().announcement())
+            return gr.update(value=text, visible=bool(text))
+        demo.load(show_announcement, None, self.announcement, **light)
+        gr.Timer(ANNOUNCE_EVERY).tick(show_announcement, None, self.announcement, show_progress="hidden", **light)
+
+        teacher_ex = [self.teacher_ex] if self.teacher is not None else []
+
+        def refresh_exercises(picked, *teacher_picked):
+            """The exercise lists as exercises/ holds them now (on load, and as the Exercise section opens): a folder
+            the teacher added shows without a restart."""
+            choices = exercise_choices()
+            names = [n for _, n in choices]
+            out = [gr.update(choices=choices, value=picked if picked in names else None)]
+            if teacher_ex:
+                out.append(gr.update(choices=[("every exercise", "")] + [(n, n) for n in names],
+                                     value=teacher_picked[0] if teacher_picked and teacher_picked[0] in names else ""))
+            return tuple(out) if len(out) > 1 else out[0]
+        demo.load(refresh_exercises, [self.exercise, *teacher_ex], [self.exercise, *teacher_ex], **light)
+        self.exercise_section.expand(refresh_exercises, [self.exercise, *teacher_ex], [self.exercise, *teacher_ex],
+                                     **light)
+
+        def on_exercise(name, request: gr.Request):
+            ex = classroom().exercises_by_name().get(name or "")
+            return statement_md(ex, classroom().extension_of(ex, user_of(request)) if ex else None)
+        self.exercise.change(on_exercise, self.exercise, self.statement, **light)
+
+        def on_starter(data: dict, request: gr.Request, progress=gr.Progress()):
+            """The starter in the editor as a kernel of one's own: its controls are read from the starter (the
+            student's factory), the problem sizes set to the exercise's first visible shape and the dtype to its own.
+            The text it replaces, if edited, is offered as a download."""
+            from . import gateway
+            from .gateway import student_of
+            from .own_kernel import OWN
+            own_kernel = page.own_kernel
+            from .common import offer_kept
+            ex = classroom().exercises_by_name().get(data[self.exercise] or "")
+            if ex is None:
+                return {page.status: '<div class="pg-status idle">Pick an exercise first.</div>'}
+            before, kernel_before = data[page.editor] or "", data[page.kernel]
+            kept = gr.update(visible=False)
+            if before.strip() and before != ex.starter and not gateway.is_original(kernel_before, before):
+                kept = offer_kept(request, "my-kernel" if kernel_before == OWN else kernel_before,
+                                  "-before-the-starter.py", before, "Your text before the starter: download it")
+            progress(None, desc="reading the starter's parameters")
+            leaving = page.keep_leaving(data)  # edits of a shipped kernel, kept for when the student goes back to it
+            data[own_kernel.entry] = None
+            status = (f'<div class="pg-status idle">The starter of {views.esc(ex.title)} is in the editor, its '
+                      f'parameters read from {views.esc(ex.factory)}(...): compile it, then make it faster and '
+                      'Submit.</div>')
+            out = own_kernel.show(data, ex.starter, request, status)
+            _, source, c, values, dtype, arch = own_kernel.read(data)
+            sizes = {k: str(v) for k, v in (ex.visible[0] if ex.visible else ex.timed).items() if k in values}
+            if sizes or ex.dtype in c.dtypes:
+                values = {**values, **sizes}
+                dtype = ex.dtype if ex.dtype in c.dtypes else dtype
+                out.update(own_kernel.control_outputs(c, values, dtype, data[own_kernel.own]))
+                out.update(page.draft_and_links(OWN, source, c, values, dtype, arch, student_of(request)))
+                out[page.share] = ""
+            out.update(leaving)
+            out[self.kept_draft] = kept
+            return {k: v for k, v in out.items() if k is not None}
+        self.starter_btn.click(on_starter, page.setup | {self.exercise, page.shown, page.edited,
+                                                         page.own_kernel.own_draft},
+                               page.everything | {self.kept_draft}, cancels=page.jobs, show_progress_on=[page.status],
+                               **engine)  # a late answer of the kernel before must not land on it
+
+        def on_submit(data: dict, request: gr.Request, progress=gr.Progress()):
+            name = data[self.exercise]
+
+            def report(what, fraction):
+                try:
+                    progress(None if fraction is None else float(fraction), desc=str(what))
+                except Exception:
+                    pass
+            sent, out = self._controls_of(data, request)
+            answer = classroom().submit(user_of(request), name, data[page.editor] or "", sent, report)
+            out[self.submit_answer] = submission_html(answer, sent)
+            board = classroom().leaderboard(name, user_of(request)) if name else {}
+            if board.get("ok"):
+                out[self.board] = board_update(board, classroom().is_teacher(user_of(request)))
+                out[self.board_note] = views.board_note_html(name, board)
+            return out
+        self.submit_btn.click(on_submit, page.setup | {self.exercise},
+                              {self.submit_answer, self.board, self.board_note, *page.own_kernel.outputs()},
+                              show_progress_on=[self.submit_answer], **engine)
+
+        def on_board(name, who="all", request: gr.Request = None):
+            board = classroom().leaderboard(name, user_of(request), who=who or "all") if name else {}
+            teacher = classroom().is_teacher(user_of(request))
+            return board_update(board if board.get("ok") else {}, teacher), views.board_note_html(name, board)
+        self.board_btn.click(on_board, [self.exercise, self.board_who], [self.board, self.board_note], **light)
+        self.board_who.change(on_board, [self.exercise, self.board_who], [self.board, self.board_note], **light)
+
+        self.wire_agents(light)
+
+        def on_alias(text, request: gr.Request):
+            answer = classroom().set_alias(user_of(request), text)
+            return _status("ok", answer["message"]) if answer.get("ok") else _failed(answer)
+        self.alias_btn.click(on_alias, self.alias, self.alias_note, **light)
+
+        if self.teacher is not None:
+            self.wire_teacher(demo, light, engine)
+
+    def wire_agents(self, light: dict) -> None:
+        """The Agents (MCP) section's events: what to connect to, the user's tokens made, listed and revoked."""
+        def shown(request: gr.Request):
+            room = classroom()
+            url = mcp_url(request)
+            need = room.agents_need_token()
+            who = user_of(request)
+            if not need:
+                intro = (f"An agent (an MCP client) can use this playground's tools (list, describe, compile, run, "
+                         f"tune, profile, memcheck, lowering, share, submit, leaderboard) at `{url}`. This server has "
+                         "no login, so no token is needed.")
+            else:
+                intro = (f"An agent (an MCP client) can use this playground's tools at `{url}` with a token of yours: "
+                         "it acts as you, with your limits (its jobs share your place in the queue), and what it "
+                         "submits is on the boards as your agent's, never as your own work."
+                         + ("" if who else " Log in to make one."))
+            listed = tokens_html(room.tokens_of(who)) if need and who else ""
+            return (intro, mcp_config(url, need), gr.update(visible=bool(need and who)), listed)
+        self.agents_section.expand(shown, None, [self.agents_intro, self.agents_config, self.agents_tokens,
+                                                 self.token_list], **light)
+
+        def made(name, request: gr.Request):
+            answer = classroom().make_token(user_of(request), name)
+            listed = tokens_html(classroom().tokens_of(user_of(request)))
+            if not answer.get("ok"):
+                return _failed(answer), gr.update(value="", visible=False), listed, gr.update()
+            return (_status("ok", answer["message"]), gr.update(value=answer["token"], visible=True), listed, "")
+        self.token_btn.click(made, self.token_name, [self.token_note, self.token_out, self.token_list, self.token_name],
+                             **light)
+
+        def revoked(token_id, request: gr.Request):
+            answer = classroom().revoke_token(user_of(request), token_id)
+            listed = tokens_html(classroom().tokens_of(user_of(request)))
+            note = _status("ok", answer["message"]) if answer.get("ok") else _failed(answer)
+            return note, listed, gr.update(value="", visible=False)
+        self.token_revoke.click(revoked, self.token_id, [self.token_note, self.token_list, self.token_out], **light)
+
+    def wire_teacher(self, demo, light: dict, engine: dict) -> None:
+        """The Teacher section's events: each a thin call of the Classroom with the page's login and the password."""
+        def rerun_of(request) -> str | None:
+            """The submission of a board's re-run link (?rerun=ID), for the teacher."""
+            sid = (dict(request.query_params) if request is not None else {}).get("rerun", "")
+            return sid if sid.isdigit() and len(sid) < 19 and classroom().shows_teacher_view(user_of(request)) else None
+
+        def teacher_view(request: gr.Request):
+            shown = classroom().shows_teacher_view(user_of(request))
+            return gr.update(visible=shown, **({"open": True} if rerun_of(request) else {}))
+        demo.load(teacher_view, None, self.teacher, **light)
+
+        def rerun_link(request: gr.Request):
+            """A board's re-run link opens the teacher's view on that submission."""
+            sid = rerun_of(request)
+            if sid is None:
+                return gr.update(), gr.update()
+            return int(sid), _status("idle", f"Submission #{sid} from the board: Open its code, or Re-run it on this "
+                                             "GPU.")
+        demo.load(rerun_link, None, [self.teacher_id, self.teacher_note], **light)
+
+        def act(method: str, *args, request=None, **kwargs) -> dict:
+            return getattr(classroom(), method)(user_of(request), *args, address=client_address(request), **kwargs)
+
+        def listed(pw, ex, request: gr.Request):
+            answer = act("all_submissions", pw, ex, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), submissions_frame({})
+            return _status("ok", f"{len(answer['rows'])} submissions."), submissions_frame(answer)
+        self.teacher_list.click(listed, [self.teacher_pw, self.teacher_ex], [self.teacher_note, self.teacher_rows],
+                                **light)
+
+        def opened(pw, sid, request: gr.Request):
+            answer = act("open_submission", pw, sid, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), "", ""
+            flag = f" Flagged: {answer['flag']}." if answer.get("flag") else ""
+            late = " In the late window." if answer.get("late") else ""
+            note = _status("ok", f"#{answer['id']} by {answer['student']}, {answer['status']}: {answer['message']}"
+                                 f"{late}{flag}")
+            return note, record_html(answer), answer["source"]
+        self.teacher_open.click(opened, [self.teacher_pw, self.teacher_id],
+                                [self.teacher_note, self.teacher_record, self.teacher_code], **light)
+
+        def rerun(pw, sid, request: gr.Request, progress=gr.Progress()):
+            def report(what, fraction):
+                try:
+                    progress(None if fraction is None else float(fraction), desc=str(what))
+                except Exception:
+                    pass
+            answer = act("rerun", pw, sid, request=request, on_progress=report)
+            kept = answer.get("rerun_of") or {}
+            if not answer.get("ok"):
+                return _failed(answer), record_html(kept) if kept else ""
+            return (_status("ok", f"Re-run of #{kept.get('id')}: {answer['median_ms']:.4f} ms on "
+                                  f"{answer.get('gpu') or 'this GPU'}" + (f", {answer['sol_percent']:.0f}% of the "
+                                                                           "speed of light" if answer.get("sol_percent")
+                                                                           else "")
+                                  + (f" (kept: {kept['median_ms']:.4f} ms on {kept.get('gpu') or 'its GPU'})"
+                                     if kept.get("median_ms") else "")), record_html(answer))
+        self.teacher_rerun.click(rerun, [self.teacher_pw, self.teacher_id], [self.teacher_note, self.teacher_record],
+                                 show_progress_on=[self.teacher_note], **engine)
+
+        def flagged(pw, sid, reason, request: gr.Request):
+            answer = act("flag", pw, sid, reason, request=request)
+            if not answer.get("ok"):
+                return _failed(answer)
+            return _status("ok", f"#{answer['submission']} is flagged ({answer['reason']}): off the board and out of "
+                                 "the grades, kept in your list.")
+        self.flag_btn.click(flagged, [self.teacher_pw, self.teacher_id, self.flag_reason], self.teacher_note, **light)
+
+        def unflagged(pw, sid, request: gr.Request):
+            answer = act("unflag", pw, sid, request=request)
+            return _status("ok", f"#{answer['submission']} is back.") if answer.get("ok") else _failed(answer)
+        self.unflag_btn.click(unflagged, [self.teacher_pw, self.teacher_id], self.teacher_note, **light)
+
+        def offer(filename: str, data, note: str):
+            return _status("ok", note), gr.update(value=_write_download(filename, data), visible=True, label=filename)
+
+        def no_file(answer):
+            return _failed(answer), gr.update(value=None, visible=False)
+
+        def which(ex) -> str:
+            return re.sub(r"[^A-Za-z0-9_-]", "", ex or "") or "all"
+
+        def exported(pw, ex, request: gr.Request):
+            answer = act("export_csv", pw, ex, request=request)
+            if not answer.get("ok"):
+                return no_file(answer)
+            name = f"submissions-{which(ex)}.csv"
+            return offer(name, answer["csv"], f"{name} is ready: download it below.")
+        self.teacher_csv.click(exported, [self.teacher_pw, self.teacher_ex], [self.teacher_note, self.teacher_csv_file],
+                               **light)
+
+        def code_zip(pw, ex, request: gr.Request):
+            answer = act("export_code", pw, ex, request=request)
+            if not answer.get("ok"):
+                return no_file(answer)
+            name = f"submissions-{which(ex)}-code.zip"
+            return offer(name, answer["zip"], f"{name}: {answer['files']} submissions with their code "
+                                                       "(index.csv and code/), below.")
+        self.teacher_code_zip.click(code_zip, [self.teacher_pw, self.teacher_ex],
+                                    [self.teacher_note, self.teacher_csv_file], **light)
+
+        def graded(pw, ex, request: gr.Request):
+            answer = act("grades", pw, ex, request=request)
+            if not answer.get("ok"):
+                return no_file(answer)
+            name = f"grades-{which(ex)}.csv"
+            return offer(name, answer["csv"], f"{name}: {len(answer['rows'])} students, a score per "
+                                                       "exercise: import it into the gradebook (below).")
+        self.teacher_grades.click(graded, [self.teacher_pw, self.teacher_ex],
+                                  [self.teacher_note, self.teacher_csv_file], **light)
+
+        def roster_listed(pw, request: gr.Request):
+            answer = act("roster_list", pw, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), roster_frame({})
+            on = sum(r["on_roster"] for r in answer["rows"])
+            return (_status("ok", f"{on} on the roster, {len(answer['rows'])} names in all." if answer["roster"] else
+                            f"No roster: {len(answer['rows'])} names logged in with the class password."),
+                    roster_frame(answer))
+        self.roster_list_btn.click(roster_listed, self.teacher_pw, [self.teacher_note, self.roster_rows], **light)
+
+        def removed(pw, name, request: gr.Request):
+            answer = act("remove_student", pw, name, request=request)
+            return _status("ok", answer["message"]) if answer.get("ok") else _failed(answer)
+        self.remove_btn.click(removed, [self.teacher_pw, self.roster_name], self.teacher_note, **light)
+
+        def new_password(pw, name, request: gr.Request):
+            answer = act("reset_password", pw, name, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), ""
+            return (_status("ok", f"{answer['student']} has a new password (below, shown once); their sessions on the "
+                                  "old one ended."), answer["csv"])
+        self.new_pw_btn.click(new_password, [self.teacher_pw, self.roster_name], [self.teacher_note, self.roster_out],
+                              **light)
+
+        def roster_check(pw, text, request: gr.Request):
+            answer = act("roster_preview", pw, text, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), gr.update(visible=False)
+            kind = "fail" if answer["ending"] else "idle"
+            return _status(kind, answer["message"] + " Import it?"), gr.update(visible=True)
+        self.roster_btn.click(roster_check, [self.teacher_pw, self.roster], [self.teacher_note, self.roster_confirm],
+                              **light)
+
+        def roster_import(pw, text, request: gr.Request):
+            answer = act("import_roster", pw, text, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), "", gr.update(visible=False)
+            n = answer["students"]
+            return (_status("ok", f"{n} student{'' if n == 1 else 's'} imported; hand each their password."),
+                    answer["csv"], gr.update(visible=False))
+        self.roster_confirm.click(roster_import, [self.teacher_pw, self.roster],
+                                  [self.teacher_note, self.roster_out, self.roster_confirm], **light)
+
+        def reset_check(pw, ex, request: gr.Request):
+            if not ex:
+                return _status("fail", "Pick the exercise whose board to reset."), gr.update(visible=False)
+            answer = act("board_preview", pw, ex, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), gr.update(visible=False)
+            return _status("fail", answer["message"] + " Reset it?"), gr.update(visible=True)
+        self.teacher_reset.click(reset_check, [self.teacher_pw, self.teacher_ex],
+                                 [self.teacher_note, self.reset_confirm], **light)
+
+        def reset(pw, ex, request: gr.Request):
+            answer = act("reset_board", pw, ex, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), gr.update(visible=False), gr.update(visible=False)
+            return (_status("ok", f"The board of {ex} is empty again ({answer['hidden']} entries hidden)."),
+                    gr.update(visible=False), gr.update(visible=True))
+        self.reset_confirm.click(reset, [self.teacher_pw, self.teacher_ex],
+                                 [self.teacher_note, self.reset_confirm, self.reset_undo], **light)
+
+        def undo(pw, ex, request: gr.Request):
+            answer = act("undo_reset", pw, ex, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), gr.update()
+            return (_status("ok", f"The board of {answer['exercise']} is back ({answer['entries']} entries)."),
+                    gr.update(visible=False))
+        self.reset_undo.click(undo, [self.teacher_pw, self.teacher_ex], [self.teacher_note, self.reset_undo], **light)
+
+        def extended(pw, ex, student, until, request: gr.Request):
+            answer = act("extend", pw, ex, student, until, request=request)
+            return _status("ok", answer["message"]) if answer.get("ok") else _failed(answer)
+        self.extend_btn.click(extended, [self.teacher_pw, self.teacher_ex, self.extend_student, self.extend_until],
+                              self.teacher_note, **light)
+
+        def agents_set(pw, ex, choice, request: gr.Request):
+            if not ex:
+                return _status("fail", "Pick the exercise whose agents to allow or forbid.")
+            allowed = {"allowed": True, "forbidden": False}.get(choice)
+            answer = act("set_agents", pw, ex, allowed, request=request)
+            return _status("ok", answer["message"] + ".") if answer.get("ok") else _failed(answer)
+        self.agents_switch_btn.click(agents_set, [self.teacher_pw, self.teacher_ex, self.agents_switch],
+                                     self.teacher_note, **light)
+
+        def announced(pw, text, request: gr.Request):
+            answer = act("announce", pw, text, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), gr.update()
+            shown = announcement_html(answer["announcement"])
+            return (_status("ok", "Posted: every page shows it (open pages within a minute)." if shown else
+                            "Taken down."), gr.update(value=shown, visible=bool(shown)))
+        self.announce_btn.click(announced, [self.teacher_pw, self.announce_text],
+                                [self.teacher_note, self.announcement], **light)
+
+        def taken_down(pw, request: gr.Request):
+            return announced(pw, "", request)
+        self.announce_clear.click(taken_down, self.teacher_pw, [self.teacher_note, self.announcement], **light)
+
+        def similar(pw, ex, request: gr.Request):
+            answer = act("similar", pw, ex, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), pairs_frame({}), None
+            n = len(answer["pairs"])
+            return (_status("ok", f"{answer['submissions']} submissions of {answer['exercise']}: {n} pair"
+                                  f"{'' if n == 1 else 's'} of students share code beyond the starter, most alike "
+                                  "first."), pairs_frame(answer), answer["pairs"])
+        self.similar_btn.click(similar, [self.teacher_pw, self.teacher_ex],
+                               [self.teacher_note, self.similar_rows, self.pairs], **light)
+
+        def pair(pw, pairs, rank, request: gr.Request):
+            found = next((p for p in pairs or [] if p["rank"] == rank), None)
+            if found is None:
+                return _status("fail", "Compare first, then give the rank of a pair."), ""
+            answer = act("side_by_side", pw, found["a"], found["b"], request=request)
+            if not answer.get("ok"):
+                return _failed(answer), ""
+            return (_status("ok", f"#{found['a']} ({found['student_a']}) and #{found['b']} ({found['student_b']}): "
+                                  f"{100 * found['similarity']:.0f}% alike."),
+                    f'<div class="pg-diff-view" style="overflow-x: auto">{answer["html"]}</div>')
+        self.pair_btn.click(pair, [self.teacher_pw, self.pairs, self.pair_rank], [self.teacher_note, self.pair_view],
+                            **light)
+
+        def progressed(pw, ex, request: gr.Request):
+            answer = act("progress", pw, ex, request=request)
+            if not answer.get("ok"):
+                return _failed(answer), gr.update(visible=False), ""
+            figure = trajectory_figure(answer)
+            return (_status("ok", f"How the students got there on {answer['exercise']}."),
+                    gr.update(value=figure, visible=figure is not None), progress_html(answer))
+        self.progress_btn.click(progressed, [self.teacher_pw, self.teacher_ex],
+                                [self.teacher_note, self.progress_plot, self.progress_out], **light)

@@ -1,6 +1,7 @@
-"""The page's shared helpers, public to every section of it (layout, own_kernel, classroom, insight_tabs): who a
-request is (`session_of`: the student the limits count against; `tab_of`: the browser tab its Stop stops), downloads
-in the student's private folder, the "kept" download of text about to be replaced, plot and table updates that hide
+"""The page's shared helpers, public to layout.Page and every section of it (own_kernel.OwnKernel,
+classroom.ClassSection, insight_tabs.InsightTabs): who a request is (`session_of`: the student the limits count
+against; `tab_of`: the browser tab its Stop stops), the keywords of an event that runs an engine job, downloads in
+the student's private folder, the "kept" download of text about to be replaced, plot and table updates that hide
 when empty, and the staged progress line of a running job."""
 from __future__ import annotations
 
@@ -14,14 +15,22 @@ import gradio as gr
 from . import downloads, gateway, views
 
 
+def engine_event(page) -> dict:
+    """The keywords of a page event that runs an engine job (Compile, Run, New kernel, Show lowering, ...): one
+    `engine` concurrency group for them all (Gradio takes the lowest limit any of them gives it), the progress drawn
+    on the page's status line, no API of its own (api.py names the engine's endpoints)."""
+    return dict(concurrency_limit=page.settings.ui_concurrency, concurrency_id="engine", show_progress="full",
+                show_progress_on=[page.status], api_visibility="private")
+
+
 def download_path(session: str | None, filename: str, text: str) -> str:
     """Write a download in this student's own folder, 0700, removed when old (downloads.py; Gradio copies it)."""
     return downloads.write(session, filename, text)
 
 
 def offer_kept(request: gr.Request | None, kernel: str, suffix: str, text: str, label: str):
-    """The "kept" download button (page.kept_draft) offering the user's text that something is about to replace (a
-    share link, an exercise's starter, New kernel): `<kernel><suffix>` in this tab's download folder."""
+    """The "kept" download button (page.course.kept_draft) offering the user's text that something is about to
+    replace (a share link, an exercise's starter, New kernel): `<kernel><suffix>` in this tab's download folder."""
     filename = re.sub(r"[^A-Za-z0-9_-]", "", str(kernel)) + suffix
     return gr.update(value=download_path(getattr(request, "session_hash", None), filename, text), visible=True,
                      label=label)

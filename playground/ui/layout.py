@@ -1,6 +1,13 @@
 """The page: components laid out like Compiler Explorer (source left, generated code right, results below), and
 the handlers that wire them to the gateway. Handlers are thin: engine JSON goes through the pure view functions of
-highlight/views/charts/history; every engine call goes through `gateway.call` (run_job)."""
+highlight/views/charts/history; every engine call goes through `gateway.call` (run_job).
+
+Three parts of the page are sections of their own, each an object that owns its components and its events (as
+Gradio's ChatInterface does), kept by the Page as one attribute each: page.course (classroom.ClassSection: share
+links, the exercise, the boards, the teacher's view), page.own_kernel (own_kernel.OwnKernel: "New kernel") and
+page.insight (insight_tabs.InsightTabs: the Lowering and Profile tabs). The Page calls their builders where each
+part stands and their `wire` at the end of its own; they read the page's components through it, and the helpers
+they share with it are common.py's."""
 from __future__ import annotations
 
 import contextvars
@@ -13,7 +20,7 @@ import time
 import gradio as gr
 
 from . import api, charts, controls as ctl, downloads, gateway, history as hist, views
-from .common import StagedProgress, download_path, offer_kept, plot, session_of, table, tab_of
+from .common import StagedProgress, download_path, engine_event, plot, session_of, table, tab_of
 from . import insight_tabs  # the Lowering and Profile tabs, the roofline (issue 21)
 from . import classroom  # share links, the exercise beside the editor, the board, the teacher's view (issue 19)
 from . import own_kernel  # "New kernel": a kernel of one's own, its controls read from its source (issue 18)
@@ -48,7 +55,9 @@ class SourceEditor(gr.Code):
 
 class Page:
     """The components of one page, and the handlers over them. `build` lays the page out in sections (toolbar,
-    source column, code column, results), each a method, so a new element goes into the section it belongs to."""
+    source column, code column, results), each a method, so a new element goes into the section it belongs to; the
+    class, a kernel of one's own and the Lowering and Profile tabs are section objects (self.course,
+    self.own_kernel, self.insight) that own their components and their events."""
 
     def __init__(self, settings: Settings | None = None):
         # ui_concurrency: engine requests handed on at once (the job layer queues CPU and GPU itself, bench/load.json);
@@ -60,6 +69,10 @@ class Page:
         self.default_kernel = "gemm" if "gemm" in self.names else self.names[0]
         self.arch_choices = [AUTO] + gateway.arches()
         self.arch_options = [("auto", AUTO)] + [(a, a) for a in gateway.arches()]
+        # The page's sections: each makes its components as the page calls its builders (build) and wires them.
+        self.course = classroom.ClassSection(self)
+        self.own_kernel = own_kernel.OwnKernel(self)
+        self.insight = insight_tabs.InsightTabs(self)
 
     # -- building ---------------------------------------------------------------------------------------------
     def build(self) -> gr.Blocks:
@@ -80,20 +93,20 @@ class Page:
                 gr.HTML('<div class="pg-title">TileLang <span class="accent">Playground</span></div>'
                         '<div class="pg-sub">Edit a TileLang kernel, see the CUDA it becomes, check it and time it '
                         'against PyTorch.</div>')
-            classroom.build_who(self)  # who is logged in, and Log out
+            self.course.build_who()  # who is logged in, and Log out
             self.banner = gr.HTML("", elem_id="pg-banner")
             self.build_toolbar(first)
-            own_kernel.build(self)
+            self.own_kernel.build()
             self.status = gr.HTML(views.status_html("", None), elem_id="pg-status")
             with gr.Row(equal_height=False, elem_id="pg-panes"):
                 with gr.Column(scale=1, min_width=300, elem_id="pg-left"):
                     self.build_source_column()
-                    classroom.build_share(self)
+                    self.course.build_share()
                 with gr.Column(scale=1, min_width=300, elem_id="pg-right"):
-                    classroom.build_exercise(self)
+                    self.course.build_exercise()
                     self.build_code_column()
             self.build_results()
-            classroom.build_class(self)
+            self.course.build_class()
 
             api.register(self.settings.ui_concurrency, "engine")
             classroom.register(self.settings.ui_concurrency, "engine")
@@ -207,16 +220,24 @@ class Page:
                     self.cmp_a = gr.Dropdown([], label="Older", elem_id="pg-cmp-a")
                     self.cmp_b = gr.Dropdown([], label="Newer", elem_id="pg-cmp-b")
                 self.diff = gr.HTML(views.placeholder(COMPARE_HINT), elem_id="pg-diff")
-            insight_tabs.build(self)
+            self.insight.build()
 
     # -- shared pieces of handlers ------------------------------------------------------------------------------
     @property
     def setup(self) -> set:
-        return {self.kernel, self.editor, self.dtype, self.arch, *self.p_slots, *self.t_slots, self.own, self.entry}
+        return {self.kernel, self.editor, self.dtype, self.arch, *self.p_slots, *self.t_slots, self.own_kernel.own,
+                self.own_kernel.entry}
+
+    @property
+    def action_outputs(self) -> set:
+        """What every engine action may change (Compile, Run, Show lowering, ...): the status, the error, the draft
+        and the links, and the controls of a kernel of one's own, read again first where its text changed."""
+        return {self.status, self.error_box, self.log_acc, self.log, self.error_line, self.draft, self.share,
+                self.py_dl, self.params_note, *self.p_slots, *self.t_slots, *self.own_kernel.outputs()}
 
     def read(self, data: dict):
-        if own_kernel.is_own(self, data):
-            return own_kernel.read(self, data)
+        if self.own_kernel.is_own(data):
+            return self.own_kernel.read(data)
         kernel = data[self.kernel] if data[self.kernel] in self.names else self.default_kernel
         c = ctl.controls_for(gateway.describe(kernel))
         values = ctl.values_from_slots(c, [data[s] for s in self.p_slots], [data[s] for s in self.t_slots])
@@ -361,7 +382,7 @@ class Page:
         if query.get("kernel") and not kernel:
             notes.append(f"no kernel named {query['kernel']!r}")
         if kernel is None and draft and draft.get("kernel") == own_kernel.OWN and not notes:
-            return own_kernel.on_load(self, draft, data, request)
+            return self.own_kernel.on_load(draft, data, request)
         if kernel is None:
             kernel = draft["kernel"] if draft and draft.get("kernel") in self.names else self.default_kernel
         c = ctl.controls_for(gateway.describe(kernel))
@@ -404,8 +425,8 @@ class Page:
     def on_kernel(self, data: dict, request: gr.Request):
         """One event for a kernel switch: it reads only the kernel and the target, and sets every control of the
         new kernel (choices and value together), so nothing of the kernel before is checked against it."""
-        if own_kernel.is_own(self, data):
-            return {**own_kernel.on_select(self, data, request), **self.keep_leaving(data)}
+        if self.own_kernel.is_own(data):
+            return {**self.own_kernel.on_select(data, request), **self.keep_leaving(data)}
         kernel = data[self.kernel] if data[self.kernel] in self.names else self.default_kernel
         kept = self.edits(data).get(kernel)
         if kept and kept != data.get(self.editor):
@@ -440,13 +461,13 @@ class Page:
         arch = None if data[self.arch] in (None, "", AUTO) else data[self.arch]
         out = self.fresh_kernel_outputs(kernel, source, c, values, dtype if dtype in c.dtypes else default_dtype,
                                         arch, session_of(request), status)
-        out.update(own_kernel.leave(self, data))  # one's own kernel's text kept, its controls gone
+        out.update(self.own_kernel.leave(data))  # one's own kernel's text kept, its controls gone
         if self.shown in data:  # (an exercise's starter and a switch know what the editor held)
             out.update(self.keep_leaving(data))
         return out
 
     def on_reset(self, data: dict, request: gr.Request):
-        if own_kernel.is_own(self, data):
+        if self.own_kernel.is_own(data):
             out = self.on_kernel(data, request)  # no original of one's own kernel: its text stays, its controls reset
             out[self.status] = ('<div class="pg-status idle">Reset the parameters to your source\'s defaults; '
                                 'your text is kept.</div>')
@@ -498,8 +519,8 @@ class Page:
 
     def engine_action(self, action: str, data: dict, request: gr.Request, progress: gr.Progress,
                       options: dict | None = None, on_partial=None) -> tuple[dict, dict]:
-        if own_kernel.is_own(self, data):
-            return own_kernel.engine_action(self, action, data, request, progress, options, on_partial)
+        if self.own_kernel.is_own(data):
+            return self.own_kernel.engine_action(action, data, request, progress, options, on_partial)
         kernel, source, c, values, dtype, arch = self.read(data)
         started = time.monotonic()
         with StagedProgress(progress, action) as staged:
@@ -547,8 +568,8 @@ class Page:
 
     def marks_after(self, data: dict, result: dict) -> dict:
         """The parameters' note and marks after an action: a resource error beside the controls it names."""
-        if own_kernel.is_own(self, data):  # its controls may just have been read again: set whole, then marked
-            return own_kernel.marks_after(self, data, result)
+        if self.own_kernel.is_own(data):  # its controls may just have been read again: set whole, then marked
+            return self.own_kernel.marks_after(data, result)
         _, _, c, values, _, _ = self.read(data)
         return self.param_marks(c, values, result.get("error"), result.get("config"))
 
@@ -573,7 +594,7 @@ class Page:
             if what == "raised":
                 raise value
             result, out = value
-            classroom.note_activity(self, data, "compile", result, request)  # (with an exercise picked: the class's)
+            self.course.note_activity(data, "compile", result, request)  # (with an exercise picked: the class's)
             out.update(self.marks_after(data, result))
             out.update(self.apply_compiled("compile", data, result, request))
             yield out
@@ -599,7 +620,7 @@ class Page:
 
     def on_run(self, data: dict, request: gr.Request, progress=gr.Progress()):
         result, out = self.engine_action("run", data, request, progress)
-        classroom.note_activity(self, data, "run", result, request)
+        self.course.note_activity(data, "run", result, request)
         out.update(self.marks_after(data, result))
         out.update(self.apply_compiled("run", data, result, request))
         out[self.verify] = views.verification_html(result)
@@ -666,8 +687,8 @@ class Page:
                       self.error_box,
                       self.log_acc, self.log, self.error_line, self.draft, self.share, self.py_dl, *self.p_slots,
                       *self.t_slots, self.params_note, self.param_help, self.verify, self.speed, self.speed_plot,
-                      self.roofline_plot, self.own, self.entry, self.own_draft, self.shown, self.edited,
-                      self.code_note}
+                      self.roofline_plot, self.own_kernel.own, self.own_kernel.entry, self.own_kernel.own_draft,
+                      self.shown, self.edited, self.code_note}
         # The tab's own draft first, where it has one (styles.TAB_DRAFT_JS says why), then the page from it.
         demo.load(None, [self.draft], [self.draft], js=TAB_DRAFT_JS).then(
             self.on_load, {self.draft, *self.setup}, everything | {self.banner}, api_visibility="private",
@@ -685,14 +706,12 @@ class Page:
                           {*self.p_slots, *self.t_slots, self.params_note, self.param_help, self.draft, self.share,
                            self.py_dl}, api_visibility="private", **light)
 
-        engine_kw = dict(concurrency_limit=self.settings.ui_concurrency, concurrency_id="engine", show_progress="full",
-                         show_progress_on=[self.status], api_visibility="private")
-        common = {self.status, self.error_box, self.log_acc, self.log, self.error_line, self.draft, self.share,
-                  self.py_dl, self.params_note, *self.p_slots, *self.t_slots, *own_kernel.outputs(self)}
+        engine_kw = engine_event(self)
+        common = self.action_outputs
         compiled = {self.cuda, self.ptx, self.sass, self.host, self.src_line, self.last, self.resources, self.cu_dl,
                     self.history, self.hist_table, self.hist_plot, self.cmp_a, self.cmp_b, self.diff,
                     self.code_note}
-        inputs = self.setup | {self.last, self.history, self.exercise}  # (the exercise: classroom.note_activity)
+        inputs = self.setup | {self.last, self.history, self.course.exercise}  # (the exercise: note_activity)
         compile_job = self.compile_btn.click(self.on_compile, inputs, common | compiled, **engine_kw)
         compile_job.then(None, [self.error_line], None, js=SCROLL_TO_ERROR_JS).then(None, None, None,
                                                                                     js=SCROLL_TO_MARK_JS)
@@ -710,8 +729,8 @@ class Page:
         # queued or running: a compile of the kernel before, answering late, would write its CUDA, status and
         # controls over the new kernel's. (A job already running finishes on the server; its answer is dropped.)
         self.jobs = jobs = [compile_job, run_job, tune_job, sweep_job]  # (New kernel and an exercise's starter too)
-        self.kernel.select(self.on_kernel, {self.kernel, self.arch, self.editor, self.own, self.own_draft,
-                                            self.shown, self.edited},
+        self.kernel.select(self.on_kernel, {self.kernel, self.arch, self.editor, self.own_kernel.own,
+                                            self.own_kernel.own_draft, self.shown, self.edited},
                            everything, api_visibility="private", trigger_mode="always_last", cancels=jobs,
                            **light).then(None, None, None, js=KERNEL_START_JS)  # the editor at the kernel's start
         self.reset_btn.click(self.on_reset, self.setup | {self.shown, self.edited}, everything,
@@ -732,9 +751,9 @@ class Page:
         for comp in (self.cmp_a, self.cmp_b):
             comp.input(self.on_compare, [self.history, self.cmp_a, self.cmp_b], self.diff,
                         api_visibility="private", **light)
-        insight_tabs.wire(self)
-        classroom.wire(self, demo)
-        own_kernel.wire(self, everything)
+        self.insight.wire()
+        self.course.wire(demo)
+        self.own_kernel.wire()
 
 
 def build_demo(settings: Settings | None = None) -> gr.Blocks:
