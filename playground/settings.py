@@ -98,7 +98,7 @@ class Settings:
     cpu_slots: int | None = setting(None, "PLAYGROUND_CPU_SLOTS", "compiles that run at once",
                                     "the CPU cores, at most 16")
     spares: int | None = setting(None, "PLAYGROUND_SPARES", "pre-started compile workers waiting for a request",
-                                 "CPU slots + 1, at most 6")
+                                 "2 × CPU slots + 2, at most 8")
     queue_limit: int = setting(100, "PLAYGROUND_QUEUE_LIMIT", "jobs that may wait in all; past it: busy, try again")
     session_inflight: int = setting(3, "PLAYGROUND_SESSION_INFLIGHT", "jobs one student may have running or waiting")
     address_inflight: int = setting(12, "PLAYGROUND_ADDRESS_INFLIGHT",

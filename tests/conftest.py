@@ -40,6 +40,9 @@ def _private_cache(tmp_path_factory):
     # A server started by a test compiles no shipped kernels ahead of it (the pre-warm's own test asks for one):
     # the suite's timings on two cores are the tests' own.
     os.environ.setdefault("PLAYGROUND_PREWARM", "0")
+    # Nor more spare workers than a test's few compiles use: each is about 5 s of CPU to start, and the suite starts
+    # dozens of servers (the spares' default is for a class's burst of compiles).
+    os.environ.setdefault("PLAYGROUND_SPARES", "3")
     yield
 
 

@@ -21,7 +21,10 @@ class LocalBackend:
         self.mode = sandbox.mode(settings)  # probes bwrap once and logs the warning if jobs cannot be sandboxed
         self.gpus = hardware.gpus(settings)
         self.cpu_slots = settings.compile_processes
-        spares = settings.spares if settings.spares is not None else min(self.cpu_slots + 1, 6)
+        # A worker's imports (torch, TileLang: about 5 s of CPU) cost more than a small compile: made while the
+        # server is idle, they are not made while a class waits for a burst of distinct compiles (the load test's
+        # cold p95 on two cores: 41 s with 3 spares, 27 s with 6). Each spare holds about 190 MiB of its own.
+        spares = settings.spares if settings.spares is not None else min(2 * self.cpu_slots + 2, 8)
         self.pools = {("cpu", None): Pool(False, spares, None, settings)}
         for g in self.gpus:
             self.pools[("gpu", g["index"])] = Pool(True, 1, g["index"], settings)
