@@ -14,7 +14,9 @@ one's own (kernels/vector_add.py's text as a user's file: kernel ""), each repea
 - code edit:     a line of code that changes the program and not the CUDA (`_note_<n> = 0` at the end): a job,
                  whose lowering runs and whose nvcc and ptxas are skipped (nvcc's output kept for that CUDA).
 Each is timed to the CUDA on screen (the job's partial answer; an answer from the cache brings it at once) and to
-the whole answer. The server's own settings, a compile cache in a fresh folder, no pre-warm. The 30-student load
+the whole answer. Then what no GPU can launch, timed to its refusal (`refusals`): a kernel of one's own with 2 MiB
+tiles, vector_add with 4096 threads a block, gemm with four stages of 256 × 256 × 128 tiles (each tile fits, the
+pipeline does not). The server's own settings, a compile cache in a fresh folder, no pre-warm. The 30-student load
 test (tests/load/load_test.py) is run apart; its files given here are copied into the record as they are.
 """
 from __future__ import annotations
@@ -70,6 +72,51 @@ def settle(timeout: float = 120) -> None:
     while not runner.state().backend.idle() and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(1.0)
+
+
+# A kernel of one's own whose tiles alone are 2 MiB each (tests/test_limits.py): minutes of nvcc unrolling it, but
+# for the check before lowering.
+HUGE_TILES = '''
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def matmul(M=4096, N=4096, K=4096, block_M=2048, block_N=2048, block_K=512, dtype="float16"):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), "float")
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+    return main
+'''
+REFUSALS = [
+    ("own kernel, 2 MiB tiles", "", HUGE_TILES, {}),
+    ("vector_add, 4096 threads", "vector_add", None, {"threads": 4096}),
+    ("gemm, 4 stages of 256x256x128", "gemm", None, {"block_M": 256, "block_N": 256, "block_K": 128,
+                                                      "num_stages": 4, "warp_specialized": False}),
+]
+
+
+def refusals() -> dict:
+    """Seconds from the click to the refusal of each of REFUSALS, its stage and the start of its message."""
+    out = {}
+    for label, kernel, source, params in REFUSALS:
+        settle()
+        start = time.perf_counter()
+        result = gateway.call("compile", kernel, source, params, session=f"user:refused-{uuid.uuid4().hex[:8]}")
+        error = result.get("error") or {}
+        out[label] = {"seconds": round(time.perf_counter() - start, 3), "ok": bool(result.get("ok")),
+                      "stage": error.get("stage"), "line": error.get("line"), "message": (error.get("message") or "")[:200]}
+        print(label, json.dumps(out[label]), flush=True)
+    return out
 
 
 def measure(requests, repeats: int, settings) -> dict:
@@ -133,6 +180,7 @@ def main() -> int:
         jobs.start(settings)
         try:
             figures = measure(page_requests(args.kernels), args.repeats, settings)
+            refused = refusals()
             health = jobs.health()
         finally:
             jobs.shutdown()
@@ -141,7 +189,7 @@ def main() -> int:
     record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
               "machine": {"cores": usable_cores(), "gpu": health.get("gpu"), "sandbox": health.get("sandbox"),
                           "tilelang": health.get("tilelang"), "cpu_slots": health["queue"]["cpu"]["slots"]},
-              "how": __doc__.strip().splitlines(), "figures": figures,
+              "how": __doc__.strip().splitlines(), "figures": figures, "refusals": refused,
               "load_test": {"before": load_figures(args.load_before), "after": [load_figures(p) for p in args.load_after]}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")

@@ -103,9 +103,10 @@ def in_api_terms(result):
 _LAST_STOP = re.compile(r"(?s:.*)[\s'\"<>()\[\]{},;]")
 _HOST_JOB_DIR = re.compile(r"/server-\d+/job-\w+")  # the job's folder as the host sees it (no sandbox)
 _PACKAGES_MARK = re.compile(r"/(?:site|dist)-packages/")
-_PATH_START = r"(?:(?<![\w./+-])|(?<=-I))/"
-_AT_PATH_START = re.compile(_PATH_START)  # (matched at a position, its lookbehinds see the text before it)
-_SANDBOX_JOB_DIR = _PATH_START + "job"  # the job's folder as the sandbox shows it
+# (Each pattern starts with its text and looks behind it after: one that starts with a look-behind is tried at every
+# position of the text, 0.2 µs each, where a leading text is found by a fast search.)
+_AT_PATH_START = re.compile(r"/(?:(?<![\w./+-]/)|(?<=-I/))")
+_SANDBOX_JOB_DIR = r"/job(?:(?<![\w./+-]/job)|(?<=-I/job))"  # the job's folder as the sandbox shows it
 _USER_FILE = re.compile(_SANDBOX_JOB_DIR + r"/src/(?:\w+/)?[0-9a-f]{16}/([A-Za-z_]\w*\.py)\b")  # src/submission/..
 _IN_JOB = re.compile(_SANDBOX_JOB_DIR + "/")
 _ROOT = str(Path(__file__).resolve().parents[2]) + "/"
@@ -155,7 +156,8 @@ def in_users_terms(result, kernel: str):
             if "/" not in value:
                 return value
             value = _cut_paths(value, _HOST_JOB_DIR, "/job")  # then as the sandbox shows it
-            value = _IN_JOB.sub("", _USER_FILE.sub(users_file, value))
+            if "/job" in value:  # (a plain search first: the patterns' look-behinds are tried at every position)
+                value = _IN_JOB.sub("", _USER_FILE.sub(users_file, value))
             return _cut_paths(value, _PACKAGES_MARK, "").replace(_ROOT, "")
         if isinstance(value, dict):  # (a file's bytes in base64, like a profile's report, are no text to read)
             return {k: v if str(k).endswith("_b64") else clean(v) for k, v in value.items()}
