@@ -349,3 +349,9 @@ def test_the_compile_button_shows_the_cuda_when_lowering_ends_and_the_rest_when_
     assert "nvcc is compiling this CUDA" in str(first[page.ptx]) and "__global__" in str(first[page.cuda])
     assert page.status not in first or "compiled" not in str(first.get(page.status))
     assert "compiled vector_add" in str(last[page.status]) and ".version" in str(last[page.ptx])
+
+
+def test_the_page_sends_no_telemetry_to_gradio():
+    """Gradio reports usage to its servers unless the Blocks say not to: the playground phones nowhere."""
+    from playground.ui.layout import build_demo
+    assert build_demo().analytics_enabled is False

@@ -77,7 +77,9 @@ class Page:
     # -- building ---------------------------------------------------------------------------------------------
     def build(self) -> gr.Blocks:
         first = ctl.controls_for(gateway.describe(self.default_kernel))
-        with gr.Blocks(title="TileLang Playground") as demo:
+        # analytics_enabled=False: Gradio's telemetry (usage reports to its servers) is on unless turned off, and the
+        # playground phones nowhere.
+        with gr.Blocks(title="TileLang Playground", analytics_enabled=False) as demo:
             self.draft = gr.BrowserState(None, storage_key=DRAFT_KEY, secret=self.settings.draft_secret)
             # A user's edits of each shipped kernel, kept when another kernel takes the editor and given back when
             # they return to it (Reset gives the original); `shown`: the kernel whose text the editor holds.

@@ -522,6 +522,10 @@ def serve(host: str = "0.0.0.0", port: int = 7860, password: str | None = None, 
         demo = build_demo(settings)
     mcp_tools.add(demo)  # the MCP tools' endpoints (Gradio's MCP server offers them: README, Agents at the bench)
     demo.queue(max_size=settings.ui_queue, default_concurrency_limit=None)
+    # Gradio's queue makes a pandas table of its last events' times after every event (for a monitoring page this
+    # server does not offer): a seventh of the server's time for a cached answer. Once in a thousand events instead.
+    if hasattr(demo._queue, "ANAYLTICS_CACHE_FREQUENCY"):
+        demo._queue.ANAYLTICS_CACHE_FREQUENCY = 1000
     app, url, _ = demo.launch(
         server_name=host, server_port=port, auth=auth, auth_dependency=auth_dependency,
         auth_message=room.login_message(), prevent_thread_lock=True,
