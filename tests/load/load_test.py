@@ -11,7 +11,8 @@ the class shares, so many answers come from the result cache), and every third r
 source: a comment (`--edit comment`, the default: the same program laid out anew, answered from the compile cache
 with its lines moved) or a line of code (`--edit code`: another program with the same CUDA, a job whose nvcc is
 skipped). It waits for each answer before sending the next, as a page does. The app gets a data folder (and so a
-compile cache) of this run's own unless PLAYGROUND_DATA is set; it pre-warms the shipped kernels as it starts.
+compile cache) of this run's own unless PLAYGROUND_DATA is set; it pre-warms the shipped kernels as it starts, and the
+class comes once that is done and every spare worker is ready, as to a server started before the lesson.
 
 How the class logs in: `--login password` (the default) is a class password under any name, where one person could
 be many names, so the class, all behind the loopback's one address, shares the per-address limits as a lab behind
@@ -107,6 +108,26 @@ def busy_seconds() -> tuple[float, float]:
     return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0), mine.user + mine.system
 
 
+def wait_settled(port: int, timeout: float = 300) -> float:
+    """Until the server is as a class finds it, started a while before: every spare worker ready and the pre-warm
+    done (the background slot idle for 5 s); the seconds that took."""
+    began = time.monotonic()
+    idle_since = None
+    while time.monotonic() - began < timeout:
+        health = health_details(port)
+        spares = list((health.get("spares") or {}).values())
+        ready = all(p.get("ready", 0) >= p.get("size", 0) for p in spares)
+        background = (health.get("queue") or {}).get("background") or {}
+        if ready and not background.get("running") and not background.get("waiting"):
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since >= 5:
+                break
+        else:
+            idle_since = None
+        time.sleep(1)
+    return round(time.monotonic() - began, 1)
+
+
 def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -188,7 +209,7 @@ async def session(index: int, url: str, until: float, records: list, edit: str =
         await tab.close()
         return
     n = 0
-    while time.monotonic() < until and n < 200:
+    while time.monotonic() < until and n < 2000:  # (bounded in count too)
         n += 1
         own_edit = n % 3 == 0
         # An edit of one's own: a comment (the same program laid out anew: the compile cache moves its lines), or
@@ -249,7 +270,7 @@ def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | N
     app = start_app(port, log_path, ui_concurrency)
     try:
         health = wait_health(port)
-        time.sleep(5)  # let the spare workers start
+        settled = wait_settled(port)
         url = f"http://127.0.0.1:{port}/"
         names = [f"student{i}" for i in range(sessions)]
         passwords = import_roster(url, names) if login == "roster" else dict.fromkeys(names, LOAD_PASSWORD)
@@ -284,7 +305,7 @@ def run(sessions: int, seconds: float, out: Path | None, ui_concurrency: int | N
                                  text=True).stdout.strip(),
         "machine": {"cores": os.cpu_count(), "gpu": health.get("gpu"), "sandbox": health.get("sandbox"),
                     "sandbox_why": health.get("sandbox_why"), "cpu_slots": health["queue"]["cpu"]["slots"]},
-        "sessions": sessions, "seconds": seconds, "ui_concurrency": ui_concurrency or "app default", "note": note, "edit": edit, "login": login, "wall_seconds": round(wall, 1),
+        "sessions": sessions, "seconds": seconds, "ui_concurrency": ui_concurrency or "app default", "note": note, "edit": edit, "login": login, "settled_seconds": settled, "wall_seconds": round(wall, 1),
         "requests": len(records), "failed": len(failed), "failures": failed[:10],
         "cold_compiles": len(cold), "cached_answers": len(cached),
         "cpu_seconds": cpu_used,
