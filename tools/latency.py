@@ -74,29 +74,8 @@ def settle(timeout: float = 120) -> None:
     time.sleep(1.0)
 
 
-# A kernel of one's own whose tiles alone are 2 MiB each (tests/test_limits.py): minutes of nvcc unrolling it, but
-# for the check before lowering.
-HUGE_TILES = '''
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit
-def matmul(M=4096, N=4096, K=4096, block_M=2048, block_N=2048, block_K=512, dtype="float16"):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
-            A_shared = T.alloc_shared((block_M, block_K), dtype)
-            B_shared = T.alloc_shared((block_K, block_N), dtype)
-            C_local = T.alloc_fragment((block_M, block_N), "float")
-            T.clear(C_local)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
-                T.copy(A[by * block_M, k * block_K], A_shared)
-                T.copy(B[k * block_K, bx * block_N], B_shared)
-                T.gemm(A_shared, B_shared, C_local)
-            T.copy(C_local, C[by * block_M, bx * block_N])
-    return main
-'''
+# A kernel of one's own whose tiles alone are 2 MiB each (the limits' tests use it too)
+HUGE_TILES = (ROOT / "tests" / "own_kernels" / "huge_tiles.py").read_text()
 REFUSALS = [
     ("own kernel, 2 MiB tiles", "", HUGE_TILES, {}),
     ("vector_add, 4096 threads", "vector_add", None, {"threads": 4096}),
