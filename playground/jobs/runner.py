@@ -350,7 +350,7 @@ def prewarm(requests: list[tuple[str, dict]], *, wait: bool = False,
             if _state is not st:
                 return
             if (why := st.backend.refused()):
-                answers.append({"ok": False, "kernel": kernel, "error": {"message": str(why)}})
+                answers.append(failed(StageError("internal", why), "compile", kernel))
                 return
             result = run_job("compile", kernel, None, params, session=ANONYMOUS, background=True)
             answers.append(result)
