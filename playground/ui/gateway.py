@@ -319,7 +319,8 @@ def prewarm(settings: Settings | None = None, wait: bool = False) -> list[dict]:
         return answers if wait else []
     except Exception as exc:
         log.exception("the pre-warm failed")
-        return [{"ok": False, "error": {"message": f"the pre-warm failed: {type(exc).__name__}: {exc}"}}]
+        return [failed(StageError("internal", f"the pre-warm failed: {type(exc).__name__}: {exc}"[:500]), "compile",
+                       "")]
 
 
 # -- health -------------------------------------------------------------------------------------------------------
