@@ -193,3 +193,25 @@ def test_the_prewarm_compiles_the_pages_first_request_so_the_first_student_is_an
     finally:
         jobs.shutdown()
         runner.state(settings)
+
+
+def test_a_shutdown_during_the_prewarm_ends_its_job_and_leaves_no_folder(layer):
+    """The pre-warm's worker is its own (niced), not a spare: the pool still knows it, so a shutdown (SIGTERM) ends
+    it with its folder, where its daemon thread would have been stopped midway and left both behind."""
+    settings = layer.settings
+    pool = runner.state().backend.pools[("cpu", None)]
+    thread = threading.Thread(target=lambda: jobs.run_job("compile", "vector_add", None, {"N": 12345},
+                                                          background=True), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not pool.out and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (job,) = pool.out
+    assert job.dir.exists()
+    try:
+        jobs.shutdown()
+        assert job.closed and not job.dir.exists()
+        thread.join(30)
+        assert not thread.is_alive()
+    finally:
+        runner.state(settings)

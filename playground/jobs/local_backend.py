@@ -7,9 +7,9 @@ from typing import Callable
 
 from ..engine.answers import Answer
 from ..settings import Settings
-from . import hardware, limits, sandbox
+from . import hardware, sandbox
 from .backend import Ceilings, JobFiles, Progress, give_job_files
-from .job import Exchange, Job
+from .job import Exchange
 from .pool import Pool
 
 
@@ -41,11 +41,7 @@ class LocalBackend:
             started: Callable[[object], None], files: JobFiles, exchange: Exchange | None = None,
             background: bool = False) -> Answer:
         pool = self.pools[("gpu", gpu) if gpu is not None else ("cpu", None)]
-        if background:  # a worker of its own, started niced: its imports and its compile take only idle CPU
-            job = Job(gpu is not None, gpu, self.settings, nice=limits.BACKGROUND_NICE)
-            job.wait_ready(self.settings.ready_timeout * 4)
-        else:
-            job = pool.take()
+        job = pool.take(background)
         try:
             started(job)  # a stop that came while the worker got ready kills it now
             if gpu is not None:

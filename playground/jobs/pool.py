@@ -14,7 +14,7 @@ import threading
 import time
 
 from ..settings import Settings, current
-from . import sandbox
+from . import limits, sandbox
 from .job import Job
 
 log = logging.getLogger("playground.jobs")
@@ -76,23 +76,34 @@ class Pool:
         if self.size > 0:
             threading.Thread(target=self.fill, daemon=True, name="pool-fill").start()
 
-    def take(self) -> Job:
-        """A worker for one job: a ready spare, else the spare closest to ready, else a new one."""
+    def take(self, background: bool = False) -> Job:
+        """A worker for one job: a ready spare, else the spare closest to ready, else a new one. `background` (the
+        pre-warm): a worker of its own, started niced, whose imports and compile take only idle CPU. Either way the
+        pool knows it until it is closed, so that a shutdown ends it."""
+        job = None
+        if background:
+            job = Job(self.gpu, self.gpu_index, self.settings, nice=limits.BACKGROUND_NICE)
+        else:
+            with self.lock:
+                alive = [j for j in self.spares if j.alive()]
+                ready = [j for j in alive if j.ready.is_set()]
+                job = (ready or alive or [None])[0]
+                if job is not None:
+                    self.spares.remove(job)
+            if job is None:
+                job = Job(self.gpu, self.gpu_index, self.settings)
+            self.taken += 1
         with self.lock:
-            alive = [j for j in self.spares if j.alive()]
-            ready = [j for j in alive if j.ready.is_set()]
-            job = (ready or alive or [None])[0]
-            if job is not None:
-                self.spares.remove(job)
-        if job is None:
-            job = Job(self.gpu, self.gpu_index, self.settings)
-        self.taken += 1
-        with self.lock:
-            self.out = {j for j in self.out if not j.closed}
-            self.out.add(job)
+            closed = self.closed
+            if not closed:
+                self.out = {j for j in self.out if not j.closed}
+                self.out.add(job)
+        if closed:  # the shutdown has already ended the jobs it knew of: this one would outlive it
+            job.close()
+            raise RuntimeError("the job layer is shutting down")
         # The replacement is started when the job ends (runner calls fill_later), not now: its 3-4 s of imports
         # would compete for the cores with the very compile the user is waiting for.
-        if not job.wait_ready(self.settings.ready_timeout):
+        if not job.wait_ready(self.settings.ready_timeout * (4 if background else 1)):
             log.warning("a worker did not become ready: %s", job.log()[-500:])
         return job
 
