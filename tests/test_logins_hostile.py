@@ -10,7 +10,6 @@ import contextlib
 import csv
 import io
 import socket
-import statistics
 import time
 from types import SimpleNamespace
 
@@ -295,12 +294,13 @@ def test_a_login_takes_as_long_for_a_name_off_the_roster_as_for_one_on_it(tmp_pa
     room = room_for(tmp_path)
     passwords(room.import_roster("teacher", "", "Ada Lovelace\n"))
 
-    def median_ms(name):
-        times = []
-        for i in range(15):
+    # The two names take turns, and each side's fastest login is compared: a leak shows in every login (42-58 ms
+    # against 2-3 ms, before the fix), while a burst of load on a busy machine slows some logins of either name.
+    times = {"Ada Lovelace": [], "Nobody Here": []}
+    for i in range(15):
+        for name, samples in times.items():
             started = time.perf_counter()
             assert not room.login(name, f"wrong-{i}")
-            times.append((time.perf_counter() - started) * 1000)
-        return statistics.median(times)
-    on, off = median_ms("Ada Lovelace"), median_ms("Nobody Here")
+            samples.append((time.perf_counter() - started) * 1000)
+    on, off = min(times["Ada Lovelace"]), min(times["Nobody Here"])
     assert abs(on - off) < 10 or max(on, off) < 2 * min(on, off), f"on the roster {on:.1f} ms, off it {off:.1f} ms"

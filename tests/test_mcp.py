@@ -45,8 +45,10 @@ def free_port() -> int:
 
 
 def room_for(tmp_path, **kwargs) -> cls.Classroom:
-    return cls.Classroom(Settings(data_dir=tmp_path / "data", teacher_password=TEACHER_PW, password=CLASS_PW),
-                         **kwargs)
+    # The environment's settings underneath (PLAYGROUND_SANDBOX=none on a GPU host without bubblewrap), as a server
+    # would read them
+    settings = Settings.from_env().replace(data_dir=tmp_path / "data", teacher_password=TEACHER_PW, password=CLASS_PW)
+    return cls.Classroom(settings, **kwargs)
 
 
 def request_of(headers: dict | None = None, address: str = "10.0.0.7") -> Request:
