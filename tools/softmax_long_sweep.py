@@ -30,9 +30,9 @@ THREADS = [128, 256, 512]
 
 
 def vectors_a_thread(N: int, dtype: str, cluster: int, threads: int) -> int:
-    vector, line = 16 // (4 if dtype == "float32" else 2), 8  # as softmax_long.py counts them
-    row_vectors = N // vector if N % (vector * line) == 0 else (vector * line - 1 + N + vector - 1) // vector
-    per_cta = -(-row_vectors // (cluster * line)) * line
+    vector = 16 // (4 if dtype == "float32" else 2)
+    row_vectors = N // vector if N % vector == 0 else (N - 1) // vector + 2  # as softmax_long.py counts them
+    per_cta = -(-row_vectors // cluster)
     return -(-per_cta // threads)
 
 
