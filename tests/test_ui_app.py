@@ -294,6 +294,23 @@ def test_a_draft_holding_only_the_defaults_is_not_announced_as_restored():
     assert "Restored your draft of gemm" in page.on_load({**data, page.draft: changed}, None)[page.status]
 
 
+def test_a_boards_rerun_link_is_the_class_sections_not_an_unknown_kernel_value():
+    import gradio as gr
+    from starlette.requests import Request
+    from playground.ui import views
+    from playground.ui.layout import Page
+    page = Page()
+    page.build()
+    data = {comp: None for comp in page.setup} | {page.draft: None}
+
+    def status(query: bytes) -> str:
+        scope = {"type": "http", "client": ("10.0.0.1", 40000), "headers": [], "method": "GET", "path": "/",
+                 "query_string": query}
+        return page.on_load(data, gr.Request(request=Request(scope)))[page.status]
+    assert views.READY in status(b"rerun=12") and "unknown" not in status(b"rerun=12")  # the teacher's re-run link: the board's, said nothing of here
+    assert "ignored unknown parameters: bogus" in status(b"rerun=12&bogus=1")
+
+
 def test_new_kernel_over_ones_own_edited_kernel_offers_the_text_it_replaces():
     from playground.ui import own_kernel
     from playground.ui.layout import Page

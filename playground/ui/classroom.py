@@ -292,6 +292,7 @@ ENDPOINTS = (share, open_share, exercises, submit, leaderboard, announcement, bo
              teacher_students, teacher_remove, teacher_new_password, teacher_flag, teacher_unflag, teacher_announce,
              teacher_extend, teacher_similarity, teacher_progress, teacher_rerun, teacher_agents)
 ENGINE_ENDPOINTS = (submit, teacher_rerun)  # they run jobs
+QUERY_KEYS = ("rerun",)  # the page's address keys this section reads (a board's re-run link: ?rerun=ID)
 
 
 def register(concurrency_limit: int | None, concurrency_id: str) -> None:

@@ -377,6 +377,8 @@ class Page:
         query = dict(request.query_params) if request is not None else {}
         draft = data[self.draft] if isinstance(data[self.draft], dict) else None
         shared, share_note = classroom.shared_draft(query.pop("s", None))  # /?s=ID: exactly what was shared
+        for key in classroom.QUERY_KEYS:  # the class section's own (a board's re-run link), not a kernel's value
+            query.pop(key, None)
         if shared:
             draft, query = shared, {"kernel": shared["kernel"]}
         kernel = query.get("kernel") if query.get("kernel") in self.names else None
