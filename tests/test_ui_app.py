@@ -307,7 +307,8 @@ def test_a_boards_rerun_link_is_the_class_sections_not_an_unknown_kernel_value()
         scope = {"type": "http", "client": ("10.0.0.1", 40000), "headers": [], "method": "GET", "path": "/",
                  "query_string": query}
         return page.on_load(data, gr.Request(request=Request(scope)))[page.status]
-    assert views.READY in status(b"rerun=12") and "unknown" not in status(b"rerun=12")  # the teacher's re-run link: the board's, said nothing of here
+    # the teacher's re-run link: the board's, said nothing of here
+    assert views.READY in status(b"rerun=12") and "unknown" not in status(b"rerun=12")
     assert "ignored unknown parameters: bogus" in status(b"rerun=12&bogus=1")
 
 
