@@ -9,8 +9,13 @@ APT    := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 run: setup
 	$(PY) app.py
 
+# The suite in two parts: everything but the browser walks, test files side by side on TEST_WORKERS processes
+# (pytest-xdist; a file's tests stay together, in order, on one of them), then the browser walks one at a time (each
+# drives a page and its server, which compete for the cores a compile needs).
+TEST_WORKERS ?= 2
 test: setup-test
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not browser"
+	$(PY) -m pytest -q -m browser
 
 setup: $(VENV)/.app-installed system-packages
 setup-test: $(VENV)/.test-installed system-packages test-packages
