@@ -1,5 +1,7 @@
 import os
+import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,112 @@ def need_browser() -> None:
 def launch_browser(playwright):
     """Headless chromium, talking to nothing but the page under test."""
     return playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, timeout=60_000)
+
+
+# -- browser tests wait for the page's answers, not for a while --------------------------------------------------------
+QUEUE_REQUEST = re.compile(r"/queue/(join|data)\b")
+
+
+class QueueWatch:
+    """What a page has asked of Gradio's queue and not yet been answered, read from its requests: each event is sent
+    with a queue/join request and answered on the queue/data stream, which the server ends once the session has no
+    event pending. So the page has every answer once no join or stream is open and a stream ended after the last join
+    did."""
+
+    def __init__(self, page):
+        self.open: set = set()
+        self.count = self.last_join = self.last_stream = 0
+        page.on("request", self.started)
+        page.on("requestfinished", self.ended)
+        page.on("requestfailed", self.ended)  # (the page aborts the stream when the server says it is done)
+
+    def started(self, request) -> None:
+        if QUEUE_REQUEST.search(request.url):
+            self.open.add(request)
+
+    def ended(self, request) -> None:
+        if request in self.open:
+            self.open.discard(request)
+            self.count += 1
+            if "/queue/join" in request.url:
+                self.last_join = self.count
+            else:
+                self.last_stream = self.count
+
+    def answered(self) -> bool:
+        return not self.open and self.last_stream >= self.last_join
+
+
+WATCHES: dict = {}
+# An answer's callbacks run in a task of their own (Gradio's client: setTimeout(callback, 0)) after the stream that
+# brought it ended: a task queued after them has the page drawn from every answer.
+AFTER_QUEUED_TASKS_JS = "() => new Promise((done) => setTimeout(done, 0))"
+
+
+def settle(page, timeout: float = 150) -> None:
+    """Until every event the page has sent is answered and drawn."""
+    watch = WATCHES[page]
+    deadline = time.monotonic() + timeout
+    while not watch.answered():
+        assert time.monotonic() < deadline, f"no answer within {timeout:g} s to {[r.url for r in watch.open]}"
+        page.wait_for_timeout(20)  # (playwright hands over the page's request events while it waits)
+    page.evaluate(AFTER_QUEUED_TASKS_JS)
+
+
+def sending(page, action) -> None:
+    """Do `action` (a click, a key, a pick), which sends the page's event to the server, and wait for the answers.
+    (The event's request is waited for first: until it is sent, the page has nothing pending and looks answered.)"""
+    with page.expect_request(lambda r: "/queue/join" in r.url):
+        action()
+    settle(page)
+
+
+def watch(page):
+    """`page`, its requests to Gradio's queue watched from now on (QueueWatch): what `settle` and `sending` read."""
+    WATCHES[page] = QueueWatch(page)
+    return page
+
+
+# No job shows as pending in the status line (Gradio draws a job's progress there). The status's own text may say
+# "waiting" or "%" once done ("answered after 8.4 s: 5.7 s waiting in the queue"): the answers are what settle awaits.
+IDLE_JS = """() => {
+  const status = document.querySelector("#pg-status");
+  return Boolean(status) && !status.querySelector(".wrap.pending, .progress-text, .eta-bar");
+}"""
+
+
+def wait_idle(page, timeout: float = 150) -> str:
+    """The status line once every answer has come and no job shows as pending."""
+    settle(page, timeout)
+    try:
+        page.wait_for_function(IDLE_JS, timeout=timeout * 1000)
+    except Exception as exc:
+        raise AssertionError(f"the page stayed busy: {page.inner_html('#pg-status')[:3000]!r}") from exc
+    return page.inner_text("#pg-status")
+
+
+def open_page(page, url: str, query: str = "") -> None:
+    """Load the page and wait for what its load sends (the draft or the link applied, the class's lists)."""
+    sending(page, lambda: page.goto(url + query, wait_until="domcontentloaded"))
+    page.wait_for_selector("#pg-editor .cm-content")
+    wait_idle(page)
+
+
+# The page fits its workspace to the window and scrolls the editor to the kernel after the DOM changes (debounced, up
+# to 0.7 s later): counted in drawn frames, so a busy machine, which draws fewer of them, waits longer.
+LAYOUT_STILL_JS = """([selectors, frames]) => new Promise((done) => {
+  let last = "", same = 0;
+  const step = () => {
+    const now = selectors.map((s) => { const e = document.querySelector(s); if (!e) return "-";
+      const r = e.getBoundingClientRect(); return [r.top, r.height, e.scrollTop].join(","); }).join(";");
+    same = now === last ? same + 1 : 0;
+    last = now;
+    if (same >= frames) done(); else requestAnimationFrame(step);
+  };
+  requestAnimationFrame(step);
+})"""
+
+
+def layout_still(page, selectors=("#pg-editor .cm-scroller", "#pg-params", "#pg-cuda .pg-code"), frames: int = 45):
+    """Until the page's main blocks have kept their place and scroll position for `frames` drawn frames."""
+    page.evaluate(LAYOUT_STILL_JS, [list(selectors), frames])

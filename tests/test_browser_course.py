@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, launch_browser, need_browser
+from conftest import ROOT, launch_browser, need_browser, sending, wait_idle, watch
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
@@ -79,33 +79,30 @@ def term(tmp_path_factory):
     cls.install(None)
 
 
-def wait_idle(page, timeout: float = 150) -> str:
-    """The status line once no job is pending (Gradio shows the progress there while one is)."""
-    deadline = time.monotonic() + timeout
-    time.sleep(0.8)
-    while time.monotonic() < deadline:
-        pending = page.locator("#pg-status .wrap.pending, #pg-status .progress-text, #pg-status .eta-bar").count()
-        text = page.inner_text("#pg-status")
-        if not pending and "%" not in text and not text.startswith("waiting"):
-            return text
-        time.sleep(0.4)
-    raise AssertionError(f"the page stayed busy: {page.inner_text('#pg-status')!r}")
-
-
-def choose(page, dropdown, option: str) -> None:
-    """Pick `option` from a Gradio dropdown (given by a locator of its block)."""
+def choose(page, dropdown, option: str, sends: bool = True) -> None:
+    """Pick `option` from a Gradio dropdown (given by a locator of its block); wait for what the pick sends, or, for a
+    dropdown whose change asks nothing of the server (`sends` False), until it shows the option."""
+    from playwright.sync_api import expect
     dropdown.locator("input").click()
-    page.get_by_role("option", name=option, exact=True).first.click()
-    time.sleep(0.4)
+
+    def pick():
+        page.get_by_role("option", name=option, exact=True).first.click()
+    if sends:
+        sending(page, pick)
+    else:
+        pick()
+        expect(dropdown.locator("input")).to_have_value(option)
 
 
 def type_value(page, dropdown, value: str) -> None:
-    """Type a custom value into a Gradio dropdown that allows one."""
+    """Type a custom value into a Gradio dropdown that allows one; wait for what it sends."""
     box = dropdown.locator("input")
     box.click()
-    box.fill(value)
-    box.press("Enter")
-    time.sleep(0.3)
+
+    def enter():
+        box.fill(value)
+        box.press("Enter")
+    sending(page, enter)
 
 
 def slot(page, name: str):
@@ -122,7 +119,7 @@ def wait_text(page, selector: str, text: str, present: bool = True, timeout: flo
 
 def logged_in(browser, url: str, name: str, password: str):
     context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
-    page = context.new_page()
+    page = watch(context.new_page())
     page.set_default_timeout(90_000)
     log_in(page, url, name, password)
     return page
@@ -133,22 +130,29 @@ def log_in(page, url: str, name: str, password: str) -> None:
     page.wait_for_selector("input[type=password]")
     page.fill("input[type=text]", name)
     page.fill("input[type=password]", password)
-    page.keyboard.press("Enter")
+    sending(page, lambda: page.keyboard.press("Enter"))  # the login, then what the page's load sends
     page.wait_for_selector("#pg-editor .cm-content")
     wait_idle(page)
 
 
+SENDS_ON_OPEN = {"pg-exercise", "pg-agents"}  # sections whose opening asks the server (the exercise list anew)
+
+
 def open_section(page, elem_id: str) -> None:
-    """Open a closed accordion (a click on an open one would close it)."""
+    """Open a closed accordion (a click on an open one would close it), and wait for what its opening sends."""
     section = page.locator(f"#{elem_id}")
     if not section.locator(".label-wrap.open").count():
-        section.locator(".label-wrap").first.click()
-        time.sleep(0.4)
+        def opener():
+            section.locator(".label-wrap").first.click()
+        sending(page, opener) if elem_id in SENDS_ON_OPEN else opener()
+        section.locator(".label-wrap.open").first.wait_for()
 
 
 def teacher_tab(page, name: str) -> None:
-    page.locator("#pg-teacher-tabs").get_by_role("tab", name=name).click()
-    time.sleep(0.3)
+    from playwright.sync_api import expect
+    tab = page.locator("#pg-teacher-tabs").get_by_role("tab", name=name)
+    tab.click()
+    expect(tab).to_have_attribute("aria-selected", "true")
 
 
 def teacher_note(page, after: str = "") -> str:
@@ -188,7 +192,7 @@ def the_starter(page) -> None:
     open_section(page, "pg-exercise")
     choose(page, page.locator("#pg-exercise-pick"), TITLE)
     wait_text(page, "#pg-exercise-statement", "Due ")
-    page.click("#pg-exercise-starter")
+    sending(page, lambda: page.click("#pg-exercise-starter"))
     page.wait_for_function("() => document.querySelector('#pg-editor .cm-line').innerText.startsWith('\"\"\"Vector add')",
                            timeout=180_000)
     wait_idle(page, 180)
@@ -247,13 +251,14 @@ def test_a_term_as_a_teacher_and_two_students(term):
     # -- a folder the teacher adds shows in the open page's picker as its section opens (no restart, no reload) -
     open_section(ada, "pg-exercise")
     ada.locator("#pg-exercise .label-wrap").first.click()  # closed again
+    ada.locator("#pg-exercise .label-wrap.open").wait_for(state="detached")
     shutil.copytree(ROOT / "exercises" / "softmax", term["folder"].parent / "softmax")
-    open_section(ada, "pg-exercise")
-    time.sleep(1.0)
+    open_section(ada, "pg-exercise")  # (its opening reads the exercises anew)
     ada.locator("#pg-exercise-pick input").click()
-    ada.get_by_role("option", name="Row softmax in one pass (softmax)").wait_for()
+    new_one = ada.get_by_role("option", name="Row softmax in one pass (softmax)")
+    new_one.wait_for()
     ada.click("#pg-exercise-statement")  # (the list closed, the picker left)
-    time.sleep(0.5)
+    new_one.wait_for(state="hidden")
 
     # -- Ada: the starter with its own controls; a compile and a run kept for the teacher; a submission ---------
     the_starter(ada)
@@ -265,9 +270,9 @@ def test_a_term_as_a_teacher_and_two_students(term):
     assert slot(ada, "num_stages").count() == 0
     type_first_line(ada, ADAS_HELPER)
     type_value(ada, slot(ada, "block_N"), "2048")  # (a value typed into the control: what Submit sends)
-    ada.locator("#pg-compile").click()
+    sending(ada, lambda: ada.locator("#pg-compile").click())
     assert "compiled" in wait_idle(ada, 240)
-    ada.locator("#pg-run").click()
+    sending(ada, lambda: ada.locator("#pg-run").click())
     wait_idle(ada, 240)  # (no GPU here: the run is refused, and kept as an error)
     answer = submit(ada)
     assert "Not accepted" in answer and "sent with block_N=2048" in answer, answer  # (refused by the grade job)
@@ -284,7 +289,7 @@ def test_a_term_as_a_teacher_and_two_students(term):
     closed = submit(grace)
     assert "closed at" in closed and "no longer taken" in closed, closed
     teacher_tab(teacher, "Board and deadlines")
-    choose(teacher, teacher.locator("#pg-teacher-ex"), "vector_add")
+    choose(teacher, teacher.locator("#pg-teacher-ex"), "vector_add", sends=False)
     set_textbox(teacher, "pg-extend-student", "Grace")
     set_textbox(teacher, "pg-extend-until", time.strftime("%Y-%m-%d %H:%M", time.gmtime(time.time() + 3600)))
     assert "Grace: Due" in click_and_note(teacher, "#pg-extend")
@@ -331,7 +336,8 @@ def test_a_term_as_a_teacher_and_two_students(term):
     teacher.wait_for_selector("#pg-editor .cm-content")
     wait_text(teacher, "#pg-teacher-note", "from the board")  # (the link opens the section)
     assert teacher.locator("#pg-teacher-id input").input_value() == str(seeded_ada)
-    choose(teacher, teacher.locator("#pg-teacher-ex"), "vector_add")  # (the reload left it at every exercise)
+    # (the reload left it at every exercise)
+    choose(teacher, teacher.locator("#pg-teacher-ex"), "vector_add", sends=False)
 
     # -- the teacher: the roster table, then a flagged submission (off the board, kept, its reason) -------------
     teacher_tab(teacher, "Roster")

@@ -7,12 +7,11 @@ tests/artifacts/ (git-ignored)."""
 import os
 import re
 import socket
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, launch_browser, need_browser
+from conftest import ROOT, launch_browser, layout_still, need_browser, open_page, sending, wait_idle, watch
 from tilelang_readme import QUICKSTART
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600),
@@ -51,31 +50,17 @@ def new_page(browser, width: int, height: int):
     phone = width < 500
     context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone,
                                   device_scale_factor=1)
-    page = context.new_page()
+    page = watch(context.new_page())
     page.set_default_timeout(120_000)
     return context, page
 
 
-def settled(page, timeout: float = 240) -> str:
-    """The status line once no job is pending (Gradio shows the progress there while one is)."""
-    deadline = time.monotonic() + timeout
-    time.sleep(0.8)
-    while time.monotonic() < deadline:
-        pending = page.locator("#pg-status .wrap.pending, #pg-status .progress-text, #pg-status .eta-bar").count()
-        text = page.inner_text("#pg-status")
-        if not pending and "%" not in text and "waiting for" not in text:
-            return text
-        time.sleep(0.4)
-    raise AssertionError(f"the page stayed busy: {page.inner_text('#pg-status')!r}")
-
-
 def compile_and_wait(page) -> str:
-    page.click("#pg-compile")
-    status = settled(page)
+    sending(page, lambda: page.click("#pg-compile"))
+    status = wait_idle(page, timeout=240)
     page.wait_for_selector("#pg-cuda .pg-line")
-    time.sleep(1.0)  # (the workspace is fitted to the window once the code is in)
+    layout_still(page)  # (the workspace is fitted to the window once the code is in)
     page.evaluate("() => window.scrollTo(0, 0)")
-    time.sleep(0.3)
     return status
 
 
@@ -110,9 +95,7 @@ IN_VIEW_JS = """
 def test_at_1024x768_a_compiled_gemm_shows_its_kernel_its_controls_and_its_first_global(browser, url):
     context, page = new_page(browser, 1024, 768)
     try:
-        page.goto(url + "?kernel=gemm&M=256&N=256&K=256", wait_until="domcontentloaded")
-        page.wait_for_selector("#pg-editor .cm-content")
-        settled(page)
+        open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
         status = compile_and_wait(page)
         assert "compiled gemm" in status, status
         seen = page.evaluate(IN_VIEW_JS)
@@ -135,9 +118,10 @@ def test_at_1024x768_a_compiled_gemm_shows_its_kernel_its_controls_and_its_first
               f"{len(seen['cudaLines'])} from y={seen['cuda']['top']:.0f}: {seen['cudaLines'][1][:60]!r}")
         # a kernel switch opens the new kernel at its first line too
         page.locator("#pg-kernel input").click()
-        page.get_by_role("option", name="softmax", exact=True).first.click()
+        softmax = page.get_by_role("option", name="softmax", exact=True).first
+        sending(page, softmax.click)
         page.wait_for_function("() => document.querySelector('#pg-editor .cm-content').innerText.includes('def softmax')")
-        time.sleep(1.5)
+        layout_still(page)
         first = page.evaluate(IN_VIEW_JS)["editorLines"]
         assert first and re.match(r"(def |@)", first[0]), first[:3]
     finally:
@@ -147,9 +131,7 @@ def test_at_1024x768_a_compiled_gemm_shows_its_kernel_its_controls_and_its_first
 def test_at_1440x900_the_same_and_the_editor_takes_the_height_left(browser, url):
     context, page = new_page(browser, 1440, 900)
     try:
-        page.goto(url + "?kernel=gemm&M=256&N=256&K=256", wait_until="domcontentloaded")
-        page.wait_for_selector("#pg-editor .cm-content")
-        settled(page)
+        open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
         compile_and_wait(page)
         seen = page.evaluate(IN_VIEW_JS)
         assert seen["gutters"][0] == GEMM_DEF and all(s["bottom"] <= 900 for s in seen["slots"]), seen["slots"]
@@ -164,9 +146,7 @@ def test_at_1440x900_the_same_and_the_editor_takes_the_height_left(browser, url)
 def test_on_a_phone_source_controls_and_cuda_are_stacked_and_the_code_scrolls_inside_its_pane(browser, url):
     context, page = new_page(browser, 390, 844)
     try:
-        page.goto(url + "?kernel=gemm&M=256&N=256&K=256", wait_until="domcontentloaded")
-        page.wait_for_selector("#pg-editor .cm-content")
-        settled(page)
+        open_page(page, url, "?kernel=gemm&M=256&N=256&K=256")
         compile_and_wait(page)
         seen = page.evaluate(IN_VIEW_JS)
         ARTIFACTS.mkdir(exist_ok=True)
@@ -190,17 +170,13 @@ def test_on_a_phone_source_controls_and_cuda_are_stacked_and_the_code_scrolls_in
 def test_the_readme_quick_start_pasted_unchanged_compiles_with_no_value_typed(browser, url):
     context, page = new_page(browser, 1280, 900)
     try:
-        page.goto(url, wait_until="domcontentloaded")
-        page.wait_for_selector("#pg-editor .cm-content")
-        settled(page)
-        page.click("#pg-new")
-        settled(page)
+        open_page(page, url)
+        sending(page, lambda: page.click("#pg-new"))
         page.wait_for_function("() => document.querySelector('#pg-editor .cm-content').innerText.includes('gemm_relu')")
         page.click("#pg-editor .cm-content")
         page.keyboard.press("Control+a")
         page.keyboard.press("Delete")
-        page.keyboard.insert_text(QUICKSTART)
-        time.sleep(1.0)
+        sending(page, lambda: page.keyboard.insert_text(QUICKSTART))  # (the draft: the server has the text)
         doc = page.evaluate("""() => { const c = document.querySelector('#pg-editor .cm-content');
             const v = (c.cmTile && c.cmTile.view) || (c.cmView && (c.cmView.view || (c.cmView.root || {}).view));
             return v ? v.state.doc.toString() : null; }""")
@@ -227,9 +203,7 @@ def test_a_shared_source_comes_back_with_its_final_newline(browser, url):
     assert shared["ok"], shared
     context, page = new_page(browser, 1280, 900)
     try:
-        page.goto(url + "?s=" + shared["id"], wait_until="domcontentloaded")
-        page.wait_for_selector("#pg-editor .cm-content")
-        settled(page)
+        open_page(page, url, "?s=" + shared["id"])
         doc = page.evaluate("""() => { const c = document.querySelector('#pg-editor .cm-content');
             const v = (c.cmTile && c.cmTile.view) || (c.cmView && (c.cmView.view || (c.cmView.root || {}).view));
             return v ? v.state.doc.toString() : null; }""")
