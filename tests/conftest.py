@@ -184,3 +184,34 @@ LAYOUT_STILL_JS = """([selectors, frames]) => new Promise((done) => {
 def layout_still(page, selectors=("#pg-editor .cm-scroller", "#pg-params", "#pg-cuda .pg-code"), frames: int = 45):
     """Until the page's main blocks have kept their place and scroll position for `frames` drawn frames."""
     page.evaluate(LAYOUT_STILL_JS, [list(selectors), frames])
+
+
+def choose(page, dropdown, option: str, sends: bool = True) -> None:
+    """Pick `option` from a Gradio dropdown (given by a locator of its block); wait for what the pick sends, or, for a
+    dropdown whose change asks nothing of the server (`sends` False), until it shows the option."""
+    from playwright.sync_api import expect
+    dropdown.locator("input").click()
+
+    def pick():
+        page.get_by_role("option", name=option, exact=True).first.click()
+    if sends:
+        sending(page, pick)
+    else:
+        pick()
+        expect(dropdown.locator("input")).to_have_value(option)
+
+
+def type_value(page, dropdown, value: str) -> None:
+    """Type a custom value into a Gradio dropdown that allows one; wait for what it sends."""
+    box = dropdown.locator("input")
+    box.click()
+
+    def enter():
+        box.fill(value)
+        box.press("Enter")
+    sending(page, enter)
+
+
+def slot(page, name: str):
+    """The parameter control labelled `name`."""
+    return page.locator(".pg-slot").filter(has=page.locator(f"input[aria-label='{name}']")).first

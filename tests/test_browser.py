@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, launch_browser, need_browser, open_page, sending, settle, wait_idle, watch
+from conftest import (ROOT, choose, launch_browser, need_browser, open_page, sending, settle, slot, type_value,
+                      wait_idle, watch)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
@@ -74,28 +75,11 @@ def editor_text(page) -> str:
     return "\n".join(page.locator("#pg-editor .cm-line").all_inner_texts())
 
 
-def choose(page, dropdown, option: str) -> None:
-    """Pick `option` from a Gradio dropdown (given by a locator of its block); wait for what the pick sends."""
-    dropdown.locator("input").click()
-    sending(page, lambda: page.get_by_role("option", name=option, exact=True).first.click())
-
-
 def type_at_top(page, text: str) -> None:
     """Type `text` at the start of the source in the editor, and wait until the server has it (the draft)."""
     page.click("#pg-editor .cm-content")
     page.keyboard.press("Control+Home")
     sending(page, lambda: page.keyboard.type(text))
-
-
-def type_value(page, dropdown, value: str) -> None:
-    """Type a custom value into a Gradio dropdown that allows one; wait for what it sends."""
-    box = dropdown.locator("input")
-    box.click()
-
-    def enter():
-        box.fill(value)
-        box.press("Enter")
-    sending(page, enter)
 
 
 def server_idle(page, url: str, timeout: float = 150) -> None:
@@ -108,10 +92,6 @@ def server_idle(page, url: str, timeout: float = 150) -> None:
             return
         assert time.monotonic() < deadline, f"the server still runs jobs: {busy}"
         page.wait_for_timeout(100)
-
-
-def slot(page, name: str):
-    return page.locator(".pg-slot").filter(has=page.locator(f"input[aria-label='{name}']")).first
 
 
 def test_pick_edit_compile_and_see_cuda_and_resources(page, url):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, launch_browser, need_browser, sending, wait_idle, watch
+from conftest import ROOT, choose, launch_browser, need_browser, sending, slot, type_value, wait_idle, watch
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
@@ -79,37 +79,6 @@ def term(tmp_path_factory):
     cls.install(None)
 
 
-def choose(page, dropdown, option: str, sends: bool = True) -> None:
-    """Pick `option` from a Gradio dropdown (given by a locator of its block); wait for what the pick sends, or, for a
-    dropdown whose change asks nothing of the server (`sends` False), until it shows the option."""
-    from playwright.sync_api import expect
-    dropdown.locator("input").click()
-
-    def pick():
-        page.get_by_role("option", name=option, exact=True).first.click()
-    if sends:
-        sending(page, pick)
-    else:
-        pick()
-        expect(dropdown.locator("input")).to_have_value(option)
-
-
-def type_value(page, dropdown, value: str) -> None:
-    """Type a custom value into a Gradio dropdown that allows one; wait for what it sends."""
-    box = dropdown.locator("input")
-    box.click()
-
-    def enter():
-        box.fill(value)
-        box.press("Enter")
-    sending(page, enter)
-
-
-def slot(page, name: str):
-    """The parameter control labelled `name`."""
-    return page.locator(".pg-slot").filter(has=page.locator(f"input[aria-label='{name}']")).first
-
-
 def wait_text(page, selector: str, text: str, present: bool = True, timeout: float = 90) -> None:
     """Until the element at `selector` shows `text` (or, `present` False, no longer does)."""
     page.wait_for_function("([sel, text, present]) => { const e = document.querySelector(sel);"
@@ -144,7 +113,10 @@ def open_section(page, elem_id: str) -> None:
     if not section.locator(".label-wrap.open").count():
         def opener():
             section.locator(".label-wrap").first.click()
-        sending(page, opener) if elem_id in SENDS_ON_OPEN else opener()
+        if elem_id in SENDS_ON_OPEN:
+            sending(page, opener)
+        else:
+            opener()
         section.locator(".label-wrap.open").first.wait_for()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, launch_browser, layout_still, need_browser, open_page, sending, wait_idle, watch
+from conftest import ROOT, choose, launch_browser, layout_still, need_browser, open_page, sending, wait_idle, watch
 from tilelang_readme import QUICKSTART
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600),
@@ -117,9 +117,7 @@ def test_at_1024x768_a_compiled_gemm_shows_its_kernel_its_controls_and_its_first
               f"down to y={max(s['bottom'] for s in seen['slots']):.0f}, CUDA lines in view "
               f"{len(seen['cudaLines'])} from y={seen['cuda']['top']:.0f}: {seen['cudaLines'][1][:60]!r}")
         # a kernel switch opens the new kernel at its first line too
-        page.locator("#pg-kernel input").click()
-        softmax = page.get_by_role("option", name="softmax", exact=True).first
-        sending(page, softmax.click)
+        choose(page, page.locator("#pg-kernel"), "softmax")
         page.wait_for_function("() => document.querySelector('#pg-editor .cm-content').innerText.includes('def softmax')")
         layout_still(page)
         first = page.evaluate(IN_VIEW_JS)["editorLines"]
