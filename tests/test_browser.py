@@ -3,6 +3,7 @@
 Opens a link that carries a kernel, picks another kernel, changes parameters, compiles, and checks the highlighted
 CUDA and the resource table; then the error view for a broken source, and the draft surviving a reload. Screenshots
 go to tests/artifacts/ (git-ignored)."""
+import itertools
 import os
 import re
 import socket
@@ -73,6 +74,11 @@ def source_lines(page) -> list[str]:
 
 def editor_text(page) -> str:
     return "\n".join(page.locator("#pg-editor .cm-line").all_inner_texts())
+
+
+# Sizes of vector_add no test of this module has compiled (each test takes its own): one whose compile is meant to
+# be cold must not find another test's in the server's cache, as two draws of `time_ns() % 4096` could.
+UNCOMPILED_SIZES = itertools.count(4097 + (time.time_ns() // 1000) % 4096 * 16, 2)  # odd: no other test's size
 
 
 def type_at_top(page, text: str) -> None:
@@ -194,7 +200,7 @@ def test_ctrl_enter_compiles_and_ctrl_shift_enter_runs_from_inside_the_editor(pa
 
 
 def test_switching_kernel_mid_compile_drops_the_old_kernels_answer(page, url):
-    n = 4096 + time.time_ns() % 4096  # a size never compiled: a real compile, seconds long (nvcc runs)
+    n = next(UNCOMPILED_SIZES)  # a size never compiled: a real compile, seconds long (nvcc runs)
     open_page(page, url, f"?kernel=vector_add&N={n}")
     type_at_top(page, f"# not in the cache: {n}\n")
     page.click("#pg-compile")
@@ -601,7 +607,7 @@ RECORD_STATUS_JS = """() => {
 
 
 def test_a_cold_compile_shows_its_stages_with_their_times(page, url):
-    n = 4096 + time.time_ns() % 4096  # a size never compiled before: its CUDA too (nvcc runs)
+    n = next(UNCOMPILED_SIZES)  # a size never compiled before: its CUDA too (nvcc runs)
     open_page(page, url, f"?kernel=vector_add&N={n}")
     type_at_top(page, f"# a cold compile: {n}\n")
     page.evaluate(RECORD_STATUS_JS)
