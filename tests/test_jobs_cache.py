@@ -188,8 +188,11 @@ def test_the_prewarm_compiles_the_pages_first_request_so_the_first_student_is_an
         runner.state(settings.replace(data_dir=tmp_path / "empty", compile_cache_seed=seed))
         taken = jobs_taken()
         answer = gateway.call("compile", "vector_add", "", first, session="user:first")
-        assert answer["ok"] and answer["cached"] and jobs_taken() == taken
-        assert runner.state().cache.disk.snapshot()["seeded"] >= 1
+        # (what a failure needs to be read: the seed's entries and what the new store did)
+        seen = {"seed": sorted(str(p.relative_to(seed)) for p in seed.glob("*/*.json")),
+                "store": runner.state().cache.disk.snapshot(), "error": answer.get("error")}
+        assert answer["ok"] and answer["cached"] and jobs_taken() == taken, seen
+        assert runner.state().cache.disk.snapshot()["seeded"] >= 1, seen
     finally:
         jobs.shutdown()
         runner.state(settings)

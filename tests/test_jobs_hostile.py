@@ -2,7 +2,8 @@
 
 Each file is a harm put into today's kernels/vector_add.py (see hostile_source), done at import time, in the factory,
 in the kernel or in making the inputs, and says on its second line what must come back (# EXPECT: stage=...; message=<regex>; line=<text of the line>). For each: a clear error in
-bounded time, nothing changed outside the job, no process or folder of the job left, and the next job succeeds.
+bounded time, nothing changed outside the job, no process or folder of the job left, and the next job succeeds (the
+next kernel's own error, and a fresh compile after the last).
 
 What must be unreadable to a job (bwrap mode): /etc/shadow, /root, other processes' environment, the repository
 except playground/ and kernels/ (so .git, tests/, app.py, the Makefile), other jobs' folders, the server's job
@@ -252,9 +253,14 @@ def test_hostile_kernel_ends_its_own_job_only(name, server, listener):
 
     settle(st)
     assert leftovers(st) == {"processes": [], "job_dirs": [], "files": []}
+    # The next job is the next hostile kernel's, whose own expected error (not the job layer's "internal") says the
+    # server still works; after the last of them, test_after_the_whole_corpus_a_fresh_compile_succeeds.
 
-    st.cache.clear()  # the next job really runs
-    after = jobs.run_job("compile", "vector_add", None, {}, session=f"after-{name}")
+
+def test_after_the_whole_corpus_a_fresh_compile_succeeds(server):
+    """Runs after every hostile kernel above (pytest keeps a file's order): nothing they did broke compiling."""
+    server.cache.clear()  # the job really runs: lowering, nvcc and ptxas
+    after = jobs.run_job("compile", "vector_add", None, {"N": 4099}, session="after-the-corpus")
     assert after["ok"] and not after.get("cached"), after.get("error")
     assert "uint4" in after["cuda"] or "ld.global" in after["ptx"]
 

@@ -721,6 +721,62 @@ def test_a_copy_between_shapes_that_cannot_match_is_refused_at_its_line_before_i
     assert err.value.line == line_of(text, store.strip().splitlines()[-1])
 
 
+# Two fragment mistakes TileLang reports from inside layout inference, at an allocation at best: a transpose in
+# registers, and two fragments laid out by two T.gemm calls combined where their elements sit in different threads.
+TRANSPOSE_IN_REGISTERS = """import tilelang.language as T
+
+
+def transpose_add(M=128, N=128):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_frag = T.alloc_fragment((M, N), "float32")
+            T.copy(A, A_frag)
+            for i, j in T.Parallel(M, N):
+                A_frag[i, j] = A_frag[i, j] + A_frag[j, i]
+            T.copy(A_frag, B)
+    return main
+"""
+TWO_GEMM_LAYOUTS = """import tilelang.language as T
+
+
+def two_products(M=128, N=128):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float16"), B: T.Tensor((N, M), "float16"), C: T.Tensor((M, M), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((M, N), "float16")
+            B_s = T.alloc_shared((N, M), "float16")
+            C_frag = T.alloc_fragment((M, M), "float32")
+            D_frag = T.alloc_fragment((M, M), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_frag, clear_accum=True)
+            T.gemm(A_s, B_s, D_frag, clear_accum=True)
+            for i, j in T.Parallel(M, M):
+                C_frag[i, j] = C_frag[i, j] + D_frag[j, i]
+            T.copy(C_frag, C)
+    return main
+"""
+
+
+@pytest.mark.parametrize("text,names,loop_line", [
+    (TRANSPOSE_IN_REGISTERS, ["A_frag[j, i]", "A_frag[i, j]"], "A_frag[i, j] = A_frag[i, j] + A_frag[j, i]"),
+    (TWO_GEMM_LAYOUTS, ["D_frag", "C_frag"], "C_frag[i, j] = C_frag[i, j] + D_frag[j, i]"),
+], ids=["one fragment indexed two ways", "two fragments laid out by two gemms"])
+def test_a_fragment_layout_conflict_says_why_and_what_to_do_at_the_loops_line(tmp_path, text, names, loop_line):
+    from playground.engine.compile import build
+    from playground.engine.errors import StageError
+    from playground.engine.kernel import loader
+    k = loader.load(str(write(tmp_path, text)))
+    with pytest.raises(StageError) as raised:
+        build(k, k.resolve({}), "sm_90a")
+    err = raised.value
+    assert err.stage == "tilelang", err.message
+    assert all(name in err.message for name in names), err.message
+    assert "T.Parallel" in err.message and "shared memory" in err.message, err.message
+    assert err.line == line_of(text, loop_line), (err.line, err.message)
+
+
 def test_tvms_shape_check_of_a_copy_is_said_as_the_copy_and_its_two_shapes_at_its_line(tmp_path):
     """A fragment copied into a shared tile half its width failed inside TVM ("StructuralEqual check failed, caused
     by lhs at <root>[1].value"): now the copy, its two buffers and their shapes, at the copy's line."""

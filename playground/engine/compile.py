@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from . import compile_cache as cache, limits
+from . import compile_cache as cache, fragment_errors, limits
 from .errors import StageError, clip, first_line, format_exception, user_line_from_text, user_line_from_traceback
 from .kernel import KERNELS_DIR, Config, Kernel, concrete
 
@@ -346,8 +346,9 @@ COPY_MISMATCH = re.compile(r"shape mismatch|s_extent == g_extent|extent.*mismatc
 def explain(err: StageError, kernel: Kernel, prim_func, arch: str) -> StageError:
     """A `tilelang` error made to say what failed, where: a T.copy between tiles of different shapes named with
     both shapes at its line (the copy's, not a buffer's allocation); TVM's shape check of a copy said as its two
-    shapes; another error naming a buffer pointed at that buffer's allocation; a Hopper-only schedule
-    compiled for another GPU (found by TileLang, or by nvcc in TileLang's headers) told so."""
+    shapes; a fragment indexed two ways, or two fragments of different layouts, in one T.Parallel loop said at
+    the loop (fragment_errors); another error naming a buffer pointed at that buffer's allocation; a Hopper-only
+    schedule compiled for another GPU (found by TileLang, or by nvcc in TileLang's headers) told so."""
     if err.stage == "nvcc":
         return hopper_only(err, kernel, arch)
     if err.stage != "tilelang":
@@ -362,6 +363,7 @@ def explain(err: StageError, kernel: Kernel, prim_func, arch: str) -> StageError
         else:  # (extents TileLang knows only as expressions): the copy of a buffer the message names, not its alloc
             named = set(re.findall(r"\w+", err.message))
             err.line = next((line for line, a, b in _copy_calls(kernel) if {a, b} & named), err.line)
+    err = fragment_errors.explain(err, kernel.source)
     if err.line is None:
         err.line = _named_buffer_line(err.message, kernel.source)
     return hopper_only(err, kernel, arch)
