@@ -76,8 +76,9 @@ def editor_text(page) -> str:
     return "\n".join(page.locator("#pg-editor .cm-line").all_inner_texts())
 
 
-# Sizes of vector_add no test of this module has compiled (each test takes its own): one whose compile is meant to
-# be cold must not find another test's in the server's cache, as two draws of `time_ns() % 4096` could.
+# Sizes of vector_add no test has compiled (each test takes its own): one whose compile is meant to be cold must not
+# find another test's in the server's cache, as two random draws could. The start comes from the clock, so a server
+# whose cache outlives a run (PLAYGROUND_URL: the image's) meets new sizes each run.
 UNCOMPILED_SIZES = itertools.count(4097 + (time.time_ns() // 1000) % 4096 * 16, 2)  # odd: no other test's size
 
 

@@ -16,6 +16,7 @@ uses both, or the fragment both ways); TileLang's own words stay at the end of t
 """
 from __future__ import annotations
 
+import ast
 import re
 
 from .errors import StageError
@@ -30,22 +31,20 @@ def _squash(text: str) -> str:
 
 
 def _parallel_lines(source: str) -> list[tuple[int, str]]:
-    """(line number, text) of every line inside a `for ... in T.Parallel(...)` loop, the loop's own line first."""
+    """(line number, text) of every line of a `for ... in T.Parallel(...)` loop, its own line and its body's, in
+    order; read with `ast` as compile.py reads the T.copy calls (a file that does not parse has none)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    numbers = set()
+    for node in ast.walk(tree):
+        call = node.iter if isinstance(node, ast.For) else None
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "Parallel" \
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == "T":
+            numbers.update(range(node.lineno, node.end_lineno + 1))
     lines = source.splitlines()
-    out = []
-    n = 0
-    while n < len(lines):
-        head = lines[n]
-        if re.match(r"\s*for\b.*\bin\s+T\.Parallel\(", head):
-            indent = len(head) - len(head.lstrip())
-            out.append((n + 1, head))
-            n += 1
-            while n < len(lines) and (not lines[n].strip() or len(lines[n]) - len(lines[n].lstrip()) > indent):
-                out.append((n + 1, lines[n]))
-                n += 1
-            continue
-        n += 1
-    return out
+    return [(n, lines[n - 1]) for n in sorted(numbers)]
 
 
 def _line_using(source: str, *choices: tuple[str, ...]) -> int | None:
