@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT
 from playground import jobs
-from playground.jobs import job as job_module, runner
+from playground.jobs import hardware, job as job_module, runner
 from playground.jobs.queue import Scheduler
 from playground.settings import current
 
@@ -49,6 +49,13 @@ def layer(tmp_path_factory):
 def jobs_taken(_layer=None) -> int:
     """Compile jobs the current job layer has started."""
     return runner.state().backend.pools[("cpu", None)].taken
+
+
+def keys_asked(st) -> list[str]:
+    """The answer keys `st`'s cache is asked for from now on (a spy: the cache still answers)."""
+    asked, get = [], st.cache.get
+    st.cache.get = lambda key: (asked.append(key[:12]), get(key))[1]
+    return asked
 
 
 def compile_(source=None, session="user:a", params=SMALL, **kw):
@@ -173,11 +180,13 @@ def test_the_prewarm_compiles_the_pages_first_request_so_the_first_student_is_an
     from playground.ui import gateway
     layer.cache.clear()
     first = dict(gateway.prewarm_requests())["vector_add"]
+    asked = keys_asked(runner.state())
     made = runner.prewarm([("vector_add", first)], wait=True)
     assert [a["ok"] for a in made] == [True], made
     taken = jobs_taken(layer)
     answer = gateway.call("compile", "vector_add", "", first, session="user:first")
     assert answer["ok"] and answer["cached"] and jobs_taken(layer) == taken
+    tuned_before = runner._tuned_digest(runner.state(), "vector_add")
 
     # The image's build pre-warms into a folder of its own, which a server with an empty data folder (a new
     # volume, a bind-mounted host folder) reads as its seed: the first student's first compile is warm there too
@@ -187,10 +196,15 @@ def test_the_prewarm_compiles_the_pages_first_request_so_the_first_student_is_an
     try:
         runner.state(settings.replace(data_dir=tmp_path / "empty", compile_cache_seed=seed))
         taken = jobs_taken()
+        asked_again = keys_asked(runner.state())
         answer = gateway.call("compile", "vector_add", "", first, session="user:first")
-        # (what a failure needs to be read: the seed's entries and what the new store did)
+        # (what a failure needs to be read: the seed's entries, what the new store did, the answer keys each layer
+        # asked for and what goes into them that a layer decides)
         seen = {"seed": sorted(str(p.relative_to(seed)) for p in seed.glob("*/*.json")),
-                "store": runner.state().cache.disk.snapshot(), "error": answer.get("error")}
+                "store": runner.state().cache.disk.snapshot(), "error": answer.get("error"),
+                "asked before": asked, "asked after": asked_again,
+                "tuned before": tuned_before, "tuned after": runner._tuned_digest(runner.state(), "vector_add"),
+                "arch": hardware.default_arch(runner.state().settings)}
         assert answer["ok"] and answer["cached"] and jobs_taken() == taken, seen
         assert seen["store"]["seeded"] >= 1, seen
     finally:
