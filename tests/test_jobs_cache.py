@@ -110,6 +110,31 @@ def test_an_edit_that_keeps_the_cuda_skips_nvcc_shows_the_cuda_first_and_moves_o
     assert loc_lines(fresh["ptx"]) == loc_lines(reused["ptx"]) and fresh["line_map"] == reused["line_map"]
 
 
+def test_an_edit_that_keeps_the_tir_lowers_nothing_and_gives_the_lines_a_fresh_compile_gives(layer):
+    compile_(session="user:a")  # (the catalogue's kernel: kept for everyone)
+    # Another program (a longer docstring, a line more in the __main__ block), the same TIR: its lines move by two
+    edited = VECTOR_ADD.replace('"""Vector addition:', '"""My notes on it.\n\nVector addition:', 1) \
+        .replace('    main("vector_add")', '    print("checking")\n    main("vector_add")')
+    events = []
+    reused = compile_(edited, session="user:g", on_progress=lambda w, f: events.append(w))
+    assert reused["ok"] and not reused.get("cached") and reused["lowering_reused"], reused.get("error")
+    assert any(w.startswith("lowering: skipped") for w in events) and not any(w.startswith("nvcc") for w in events)
+    # what lowering and nvcc themselves make of this source: the same code, its lines where the reuse put them
+    layer.cache.clear()
+    fresh = compile_(edited + "\n", session="user:h")
+    assert fresh["ok"] and not fresh["lowering_reused"] and not fresh["nvcc_reused"]
+    assert fresh["cuda"] == reused["cuda"] and fresh["sass"] == reused["sass"]
+    assert fresh["line_map"] == reused["line_map"] and any(fresh["line_map"])
+    assert loc_lines(fresh["ptx"]) == loc_lines(reused["ptx"]) and loc_lines(fresh["ptx"])
+
+
+def test_a_rename_the_tir_keeps_is_lowered_again_so_the_cuda_shows_the_new_name(layer):
+    compile_(session="user:a")
+    renamed = VECTOR_ADD.replace("A_local", "A_regs")
+    answer = compile_(renamed, session="user:a")
+    assert answer["ok"] and not answer["lowering_reused"] and "A_regs" in answer["cuda"], answer.get("error")
+
+
 def test_a_job_that_forges_nvccs_output_misleads_only_its_own_student(layer):
     layer.cache.clear()
     params = {"N": 4096, "threads": 128}  # a CUDA no job without user code has compiled here
@@ -127,7 +152,7 @@ def test_a_job_that_forges_nvccs_output_misleads_only_its_own_student(layer):
 
 
 def test_a_partial_answer_is_bounded_like_every_answer(layer):
-    flood = with_import("import gc\nfor _o in gc.get_objects():\n    if type(_o).__name__ == 'ServerNvcc':\n"
+    flood = with_import("import gc\nfor _o in gc.get_objects():\n    if type(_o).__name__ == 'ServerCacheClient':\n"
                         "        _o.send({'partial': {'cuda': 'x' * (3 * 2**20), 'line_map': [], 'nvcc': {}}})")
     seen = []
     result = compile_(flood, session="user:flood", on_partial=seen.append)

@@ -11,8 +11,10 @@ one's own (kernels/vector_add.py's text as a user's file: kernel ""), each repea
 - warm:          the same request by another student: answered from the cache.
 - restart:       the same request after the job layer was shut down and started again: from the cache on disk.
 - comment edit:  a comment added (the same program laid out anew): answered from the cache, its lines moved.
-- code edit:     a line of code that changes the program and not the CUDA (`_note_<n> = 0` at the end): a job,
-                 whose lowering runs and whose nvcc and ptxas are skipped (nvcc's output kept for that CUDA).
+- code edit:     a line of code that changes the program and not the kernel's TIR (`_note_<n> = 0` at the end):
+                 a job, which builds the TIR, finds an answer kept for it and lowers nothing (only its lines are
+                 moved). (An edit that changes the TIR but not the CUDA lowers and skips nvcc and ptxas instead:
+                 tests/test_jobs_cache.py has both.)
 Each is timed to the CUDA on screen (the job's partial answer; an answer from the cache brings it at once) and to
 the whole answer. Then what no GPU can launch, timed to its refusal (`refusals`): a kernel of one's own with 2 MiB
 tiles, vector_add with 4096 threads a block, gemm with four stages of 256 × 256 × 128 tiles (each tile fits, the
@@ -63,7 +65,7 @@ def timed(kernel: str, source: str | None, params: dict, session: str) -> dict:
     if not result.get("ok"):
         raise SystemExit(f"{kernel or OWN}: the compile failed: {(result.get('error') or {}).get('message')}")
     return {"cuda_s": cuda_at[0] if cuda_at else total, "answer_s": total, "cached": bool(result.get("cached")),
-            "nvcc_reused": bool(result.get("nvcc_reused"))}
+            "nvcc_reused": bool(result.get("nvcc_reused")), "lowering_reused": bool(result.get("lowering_reused"))}
 
 
 def settle(timeout: float = 120) -> None:
@@ -131,7 +133,8 @@ def summary(rows: list[dict]) -> dict:
         return {"p50": round(statistics.median(values), 3), "p95": round(p95, 3), "max": round(values[-1], 3)}
     return {"cuda_s": stats([r["cuda_s"] for r in rows]), "answer_s": stats([r["answer_s"] for r in rows]),
             "n": len(rows), "from_cache": sum(r["cached"] for r in rows),
-            "nvcc_skipped": sum(r["nvcc_reused"] for r in rows)}
+            "nvcc_skipped": sum(r["nvcc_reused"] for r in rows),
+            "lowering_skipped": sum(r["lowering_reused"] for r in rows)}
 
 
 def load_figures(path: Path | None) -> dict | None:

@@ -77,7 +77,7 @@ def execute(action: str, kernel_name: str, source: str | None = None, params: di
             if action == "compile":
                 from .compile import compile_kernel
                 result = compile_kernel(kernel, config, arch, progress=options.get("progress"),
-                                        nvcc_outputs=options.get("nvcc_outputs"))
+                                        server_cache=options.get("server_cache"))
             elif action == "run":
                 from .run import run
                 result = run(kernel, config, arch, seed=options.get("seed"), graph=options.get("graph", False),

@@ -57,6 +57,8 @@ class CompileAnswer(Answer, total=False):
     line_origins: list | None  # CUDA lines made by a module the file imports, as "file.py:N"
     origin_lines: dict | None  # {"file.py:N": that line's text}
     compile_seconds: float
+    nvcc_reused: bool          # nvcc's output kept for this very CUDA: nvcc and ptxas did not run
+    lowering_reused: bool      # an answer kept for this very TIR, its lines moved: nothing was lowered or compiled
     warnings: list[dict]       # what will be slow: [{"stage": "resources", "message", "line"}]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -568,10 +570,16 @@ def block_threads(launch: dict) -> int | None:
     return block[0] * block[1] * block[2]
 
 
-class NvccOutputs(Protocol):
-    """Who hears the generated CUDA the moment lowering ends, and may hand back nvcc's output kept for that very CUDA
-    text: a job's worker passes both on to the server (jobs/worker.py), which keeps nvcc's outputs keyed by the CUDA
-    (compile_cache.nvcc_key) and answers only from outputs it trusts (playground/jobs/README.md, the threat model)."""
+class ServerCache(Protocol):
+    """The compile cache the server keeps, as a compile sees it: asked for an answer kept for this very TIR before
+    lowering, it hears the generated CUDA the moment lowering ends and may hand back nvcc's output kept for that very
+    CUDA text. A job's worker passes each on to the server (jobs/worker.py), which keeps answers keyed by the TIR
+    (jobs/result_cache.tir_key) and nvcc's outputs keyed by the CUDA (compile_cache.nvcc_key), and answers only from
+    entries it trusts (playground/jobs/README.md, the threat model)."""
+
+    def lowered_before(self, tir: dict) -> dict | None:
+        """`tir`: tir_identity's {"digest", "spans"} of the kernel about to be lowered. Returns {"answer", "spans"}:
+        an ok answer kept for the same TIR and the spans of the TIR it came from; or None: lowering runs."""
 
     def lowered(self, partial: dict) -> dict | None:
         """`partial`: the CUDA (no `#line` directives), its line map and origins, the user's line of each CUDA
@@ -601,7 +609,7 @@ class _Nvcc:
     """TileLang's one call of nvcc in a compile, watched: the moment it comes (lowering has ended) the CUDA goes out
     as a partial answer, and nvcc runs unless the CUDA's output is handed back (`outputs.lowered`)."""
 
-    def __init__(self, kernel: Kernel, arch: str, progress, outputs: NvccOutputs | None):
+    def __init__(self, kernel: Kernel, arch: str, progress, outputs: ServerCache | None):
         self.kernel, self.arch, self.progress, self.outputs = kernel, arch, progress, outputs
         self.partial: dict | None = None
         self.known: dict | None = None
@@ -651,12 +659,13 @@ class _Nvcc:
 
 
 def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_cache: bool = False,
-          progress: Callable[[str, float], None] | None = None, nvcc_outputs: NvccOutputs | None = None) -> Built:
+          progress: Callable[[str, float], None] | None = None, server_cache: ServerCache | None = None) -> Built:
     """Compile `kernel` at `config` for `arch`. Without TileLang's cache (the default) every artifact is fresh:
     PTX, ptxas figures and the launch shape come from this compile, not from a stored library. `progress` hears
-    the stages: lowering, nvcc, ptxas. `nvcc_outputs` hears the CUDA when lowering ends (a partial answer) and may
-    hand back nvcc's output kept for that CUDA: then nvcc, ptxas and nvdisasm do not run, and only the line map
-    (and the PTX's line information) is made anew."""
+    the stages: lowering, nvcc, ptxas. `server_cache` may hand back an answer kept for the same TIR: then nothing
+    is lowered or compiled (Built.jit is None) and only the lines are moved to this source; it hears the CUDA when
+    lowering ends (a partial answer) and may hand back nvcc's output kept for that CUDA: then nvcc, ptxas and
+    nvdisasm do not run, and only the line map (and the PTX's line information) is made anew."""
     import tilelang
     arch = resolve_arch(arch)
     user_file = str(kernel.path)
@@ -666,6 +675,12 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
     check_copies(kernel, prim_func)
     limits.before_lowering(prim_func, arch, user_file, kernel.source)
     start = time.perf_counter()
+    if server_cache is not None:
+        kept = _lowered_before(kernel, config, prim_func, arch, server_cache)
+        if kept is not None:
+            if progress:
+                progress("lowering: skipped, this kernel's TIR was lowered before (only the line map is new)", 0.9)
+            return Built(None, {**kept, "compile_seconds": round(time.perf_counter() - start, 3)})
     with tempfile.TemporaryDirectory(prefix="nvcc-keep-") as keep:
         pass_configs = {
             "tl.emit_line_directives": True,
@@ -676,7 +691,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         if not use_tilelang_cache:
             tilelang.env.disable_cache()
         try:
-            with contextlib.redirect_stdout(sys.stderr), _Nvcc(kernel, arch, progress, nvcc_outputs).hooked() as nvcc, \
+            with contextlib.redirect_stdout(sys.stderr), _Nvcc(kernel, arch, progress, server_cache).hooked() as nvcc, \
                     limits.while_lowered(arch, limits.shared_buffers(prim_func), user_file, kernel.source):
                 jit = tilelang.compile(prim_func, target={"kind": "cuda", "arch": arch}, pass_configs=pass_configs)
         except StageError:
@@ -705,8 +720,8 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
             if progress:
                 progress("ptxas: registers, shared memory and SASS", 0.85)
             figures, ptxas_log, sass = ptxas_resources(ptx_files[0], arch)
-            if nvcc_outputs is not None and nvcc.cubin:
-                nvcc_outputs.compiled({"cubin_b64": base64.b64encode(nvcc.cubin).decode()})
+            if server_cache is not None and nvcc.cubin:
+                server_cache.compiled({"cubin_b64": base64.b64encode(nvcc.cubin).decode()})
 
     kernel_dirs = kernel_module_dirs(user_file)
     cuda, line_map, origins, origin_files = split_line_directives_with_origins(
@@ -748,6 +763,7 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
         "origin_lines": origin_quotes(origins, origin_files) if any(origins) else None,
         "compile_seconds": round(seconds, 3),
         "nvcc_reused": nvcc.known is not None,  # nvcc's output for this CUDA was kept: nvcc and ptxas did not run
+        "lowering_reused": False,  # an answer kept for this TIR: nothing was lowered or compiled (_lowered_before)
         "warnings": warnings,
         "cached": False,
         "error": None,
@@ -755,8 +771,83 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
     return Built(jit, result)
 
 
-RESULT_FORMAT = 5  # raised when a compile result gains a field (2: "sass", 3: resources.sass_mix, 4: warnings,
-#                   5: nvcc_reused)
+def tir_identity(prim_func, config: Config, user_file: str) -> dict | None:
+    """What lowering `prim_func` depends on that the source decides, as one digest: its TVMScript with the objects it
+    only refers to (layouts) written out, names included (they are the generated CUDA's), and the config (a dynamic
+    shape's launch takes the problem's sizes). Beside it, where each of its statements and buffers came from, in one
+    fixed order: [file, line], file "" for `user_file`, None where TileLang kept no span; two sources whose kernels
+    have one digest pair their lines by these (compile_cache.span_mapping). None where TileLang cannot print it.
+    (The server adds the arch, TileLang's version and the engine's own code to the key: jobs/result_cache.tir_key.)"""
+    import tvm
+    try:
+        script = prim_func.script(show_meta=True)
+    except Exception:
+        return None
+    spans: list = []
+
+    def where(span) -> list | None:
+        if span is None or span.source_name is None:
+            return None
+        name = str(span.source_name.name)
+        return ["" if name == user_file else name, int(span.line)]
+
+    block_type = getattr(tvm.tirx, "SBlock", None) or getattr(tvm.tirx, "Block", None)
+
+    def visit(node) -> None:
+        if isinstance(node, tvm.tirx.Stmt):
+            spans.append(where(_span_of(node)))
+        if block_type is not None and isinstance(node, block_type):
+            spans.extend(where(getattr(b, "span", None)) for b in node.alloc_buffers)
+    try:
+        spans.append(where(getattr(prim_func, "span", None)))
+        tvm.tirx.stmt_functor.post_order_visit(prim_func.body, visit)
+    except Exception:
+        return None
+    digest = hashlib.sha256(json.dumps([script, config.to_json()], sort_keys=True, default=str).encode()).hexdigest()
+    return {"digest": digest, "spans": spans}
+
+
+_SPAN_FIELDS: dict[type, Any] = {}
+
+
+def _span_of(node):
+    """A statement's span: a field TileLang's TIR keeps (#line directives come from it) but its Python classes do not
+    show as an attribute; read through the object's reflected fields."""
+    kind = type(node)
+    if kind not in _SPAN_FIELDS:
+        getter, info = None, getattr(kind, "__tvm_ffi_type_info__", None)
+        while info is not None and getter is None:
+            getter = next((f.getter for f in info.fields if f.name == "span"), None)
+            info = info.parent_type_info
+        _SPAN_FIELDS[kind] = getter
+    getter = _SPAN_FIELDS[kind]
+    return getter(node) if getter is not None else getattr(node, "span", None)
+
+
+def _lowered_before(kernel: Kernel, config: Config, prim_func, arch: str, server_cache: ServerCache) -> dict | None:
+    """The answer the server kept for this very TIR, its lines moved to this source (an edit of a docstring, of a
+    name the TIR does not keep, of the file's `__main__`); None where there is none, or where its lines cannot all be
+    paired with this source's: then lowering runs."""
+    identity = tir_identity(prim_func, config, str(kernel.path))
+    if identity is None:
+        return None
+    kept = server_cache.lowered_before(identity)
+    answer = kept.get("answer") if isinstance(kept, dict) else None
+    if not (isinstance(answer, dict) and answer.get("ok") is True and answer.get("arch") == arch):
+        return None
+    moved = cache.span_mapping(kept.get("spans"), identity["spans"])
+    if moved is None:
+        return None
+    result = cache.moved_lines(answer, moved)
+    warnings = [w for w in result.get("warnings") or [] if isinstance(w, dict) and w.get("stage") == "resources"]
+    result.update({"kernel": kernel.name, "config": config.to_json(), "lowering_reused": True, "nvcc_reused": True,
+                   "warnings": ([kernel.import_warning] if kernel.import_warning else []) + warnings,
+                   "cached": False, "error": None})
+    return result
+
+
+RESULT_FORMAT = 6  # raised when a compile result gains a field (2: "sass", 3: resources.sass_mix, 4: warnings,
+#                   5: nvcc_reused, 6: lowering_reused)
 
 
 def compile_key(kernel: Kernel, config: Config, arch: str) -> str:
@@ -766,14 +857,14 @@ def compile_key(kernel: Kernel, config: Config, arch: str) -> str:
 
 def compile_kernel(kernel: Kernel, config: Config, arch: str | None = None,
                    progress: Callable[[str, float], None] | None = None,
-                   nvcc_outputs: NvccOutputs | None = None) -> dict:
+                   server_cache: ServerCache | None = None) -> dict:
     """The compile result as JSON, from the cache when the same source, parameters, target and TileLang were
-    compiled before. `progress` hears the stages of a compile that is not cached; `nvcc_outputs` (build) its CUDA."""
+    compiled before. `progress` hears the stages of a compile that is not cached; `server_cache`: build's."""
     arch = resolve_arch(arch)
     k = compile_key(kernel, config, arch)
     hit = cache.get("compile", k)
     if hit is not None and hit.get("source_file") == str(kernel.path):
         return {**hit, "cached": True}
-    result = build(kernel, config, arch, progress=progress, nvcc_outputs=nvcc_outputs).result
+    result = build(kernel, config, arch, progress=progress, server_cache=server_cache).result
     cache.put("compile", k, result)
     return result

@@ -12,7 +12,11 @@
 - `program_of` / `line_mapping`: a Python source as a program, its tokens without comments, blank lines, line breaks
   inside brackets and the spacing between tokens; two sources with the same program differ in how they are laid
   out only, and `line_mapping` says where each line of the one went in the other. Read with `tokenize`, never run.
-- `remap_loc`: the PTX's line information (`.loc`, `inlined_at`) moved to the lines of the edited source.
+- `remap_loc`: the PTX's line information (`.loc`, `inlined_at`) moved to the lines of the edited source;
+  `moved_lines`: every line of a compile's answer moved so (its line map, its warnings, its PTX).
+- `span_mapping`: where each line of one source went in another whose kernel lowers to the same TIR (a docstring, a
+  helper's name, the `__main__` block edited), from the spans of the two TIRs' statements taken in one order
+  (compile.tir_identity).
 """
 from __future__ import annotations
 
@@ -339,3 +343,60 @@ def remap_loc(ptx: str, user_file: str, mapping: dict[int, int]) -> str:
         line = int(m.group(4))
         return f"{m.group(1)}{m.group(2)}{m.group(3)}{mapping.get(line, line)}"
     return _PTX_LOC.sub(move, ptx)
+
+
+def moved_lines(answer: dict, moved: dict[int, int]) -> dict:
+    """`answer` with each of its lines in the user's file moved by `moved` (old line → new line): its line map, its
+    warnings' lines and the PTX's line information (a line `moved` lacks: None in the line map, kept in the PTX)."""
+    out = dict(answer)
+    out["line_map"] = [moved.get(n) if isinstance(n, int) else n for n in answer.get("line_map") or []]
+    out["warnings"] = [{**w, "line": moved.get(w["line"])} if isinstance(w, dict) and isinstance(w.get("line"), int)
+                       else w for w in answer.get("warnings") or []]
+    if isinstance(answer.get("ptx"), str) and isinstance(answer.get("source_file"), str):
+        out["ptx"] = remap_loc(answer["ptx"], answer["source_file"], moved)
+    return out
+
+
+class SpanMoves(dict):
+    """{old line: new line} of the lines two TIRs' spans pair; `get` of a line no span names (nvcc's line information
+    at times names a comment or an `else:`) goes with the next paired line after it, keeping its distance (after the
+    last one: with the last), as line_mapping moves a line without a token."""
+
+    def get(self, line, default=None):
+        if line in self:
+            return self[line]
+        if not isinstance(line, int):
+            return default
+        if not self:  # no statement of the user's file: nothing of it to move
+            return line
+        after = [n for n in self if n > line]
+        if after:
+            n = min(after)
+            return max(1, self[n] - (n - line))
+        n = max(self)
+        return self[n] + (line - n)
+
+
+def span_mapping(old: list, new: list) -> SpanMoves | None:
+    """{a line of the old source: its line in the new one} from the spans of two TIRs that are one TIR
+    (compile.tir_identity: [file, line] per statement and buffer, file "" for the user's own, None where TileLang
+    kept no span), or None where they cannot be paired: another count, another file, a kernel module's line that
+    moved (its quoted lines would be stale), or one old line that went to two new ones (a line split in two)."""
+    if not (isinstance(old, list) and isinstance(new, list)) or len(old) != len(new):
+        return None
+    out = SpanMoves()
+    for a, b in zip(old, new):
+        if a is None or b is None:
+            if a is not b:
+                return None
+            continue
+        if not (isinstance(a, list) and isinstance(b, list) and len(a) == len(b) == 2 and a[0] == b[0]
+                and type(a[1]) is int and type(b[1]) is int):
+            return None
+        if a[0] != "":
+            if a[1] != b[1]:
+                return None
+            continue
+        if out.setdefault(a[1], b[1]) != b[1]:
+            return None
+    return out

@@ -33,14 +33,17 @@ log = logging.getLogger("playground.jobs")
 
 
 class Exchange:
-    """What a compile job and the server say besides its progress and its answer: the job's partial answer (its CUDA
-    and line map, the moment lowering ends) to `partial`; where `known` is set, its reply to the job (nvcc's output
-    the server keeps for that CUDA, or None); what the job sent, kept for the server: `lowered` (the partial) and
-    `made` (nvcc ran: {"cubin_b64"})."""
+    """What a compile job and the server say besides its progress and its answer: the job's TIR (before lowering) to
+    `known_tir` (where set), whose reply goes back to the job (an answer the server keeps for that TIR, or None); the
+    job's partial answer (its CUDA and line map, the moment lowering ends) to `partial`, and where `known` is set,
+    its reply to the job (nvcc's output the server keeps for that CUDA, or None); what the job sent, kept for the
+    server: `tir` ({"digest", "spans"}), `lowered` (the partial) and `made` (nvcc ran: {"cubin_b64"})."""
 
     def __init__(self, partial: Callable[[dict], None] | None = None,
-                 known: Callable[[dict], dict | None] | None = None):
-        self.partial, self.known = partial, known
+                 known: Callable[[dict], dict | None] | None = None,
+                 known_tir: Callable[[dict], dict | None] | None = None):
+        self.partial, self.known, self.known_tir = partial, known, known_tir
+        self.tir: dict | None = None
         self.lowered: dict | None = None
         self.made: dict | None = None
 
@@ -161,6 +164,7 @@ class Job:
         self.created = time.monotonic()
         self.ready = threading.Event()
         self.lines: queue.Queue = queue.Queue()
+        self.reply_lock = threading.Lock()  # the server's replies to the job's questions: one line at a time
         self.stderr_tail = bytearray()
         self.stderr_total = 0
         self.stdout_total = 0
@@ -367,13 +371,14 @@ class Job:
 
     def run(self, request: dict, timeout: float, on_progress: Callable[[str, float], None],
             exchange: Exchange | None = None) -> dict:
-        """Hand the job its request and watch it until it answers. `exchange`: a compile's partial answer goes to
-        `exchange.partial`, and where `exchange.known` is set, the server's reply (nvcc's output it keeps for the
-        job's CUDA) goes back to the job; what the job says it made is kept in `exchange.made`."""
+        """Hand the job its request and watch it until it answers. `exchange`: a compile's TIR goes to
+        `exchange.known_tir` and its partial answer to `exchange.partial`, and where `exchange.known` is set, the
+        server's replies (an answer it keeps for the job's TIR, nvcc's output it keeps for the job's CUDA) go back to
+        the job, the first of each only; what the job says it made is kept in `exchange.made`."""
         action, kernel = request["action"], request["kernel"]
         ask = exchange is not None and exchange.known is not None
         # The job's own alarm fires first and names the user's line; the kill from here is the backstop.
-        request = {**request, "timeout": max(1.0, timeout - limits.GRACE), "ask_nvcc": ask}
+        request = {**request, "timeout": max(1.0, timeout - limits.GRACE), "ask_server": ask}
         self.answer_limit = limits.answer_bytes(self.settings, action)
         try:
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
@@ -399,6 +404,8 @@ class Job:
                     on_progress(stage, float(p.get("fraction", 0.0)))
                 except Exception:
                     pass
+            elif "tir" in msg and exchange is not None and exchange.tir is None and exchange.lowered is None:
+                self._tir(msg["tir"], exchange, ask)
             elif "partial" in msg and exchange is not None and exchange.lowered is None:
                 self._partial(msg["partial"], exchange, ask)
             elif "made" in msg and exchange is not None and isinstance(msg["made"], dict):
@@ -451,16 +458,41 @@ class Job:
                     reply = exchange.known(partial)
                 except Exception:
                     log.exception("looking up nvcc's output for a job failed")
-        if not ask:
-            return
-        data = (json.dumps({"nvcc": reply}) + "\n").encode()
+        if ask:
+            self._reply({"nvcc": reply}, last=True)
+
+    def _tir(self, tir, exchange: Exchange, ask: bool) -> None:
+        """A compile's TIR ({"digest", "spans"}, before lowering): kept for the server, and where the job waits for
+        one, the server's reply (an answer kept for that TIR, or null)."""
+        spans = tir.get("spans") if isinstance(tir, dict) else None
+        ok = (isinstance(tir, dict) and isinstance(tir.get("digest"), str) and len(tir["digest"]) <= 128
+              and isinstance(spans, list) and len(spans) <= limits.TIR_SPANS
+              and all(sp is None or (isinstance(sp, list) and len(sp) == 2 and isinstance(sp[0], str)
+                                     and len(sp[0]) <= 4096 and type(sp[1]) is int) for sp in spans))
+        exchange.tir = {"digest": tir["digest"], "spans": spans} if ok else {}
+        reply = None
+        if ok and ask and exchange.known_tir is not None:
+            try:
+                reply = exchange.known_tir(exchange.tir)
+            except Exception:
+                log.exception("looking up an answer for a job's TIR failed")
+        if ask:
+            self._reply({"tir": reply}, last=False)
+
+    def _reply(self, message: dict, last: bool) -> None:
+        """A reply to the job, written from a thread of its own (a job that does not read it must not hold the
+        watch), one whole line at a time; after the `last` one the job's stdin is closed."""
+        data = (json.dumps(message) + "\n").encode()
 
         def write():
-            try:
-                self.proc.stdin.write(data)
-                self.proc.stdin.close()
-            except (OSError, ValueError):
-                pass
+            with self.reply_lock:
+                try:
+                    self.proc.stdin.write(data)
+                    self.proc.stdin.flush()
+                    if last:
+                        self.proc.stdin.close()
+                except (OSError, ValueError):
+                    pass
         threading.Thread(target=write, daemon=True, name="job-reply").start()
 
     def exit_text(self) -> str:

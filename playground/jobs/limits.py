@@ -40,6 +40,7 @@ LARGE_ANSWER = MiB          # past this, a line of a job's answer holds one of L
 LARGE_AT_ONCE = 2           # large answers read and parsed at once, all jobs together
 ANSWER_STALL = 10.0         # seconds a large answer may take to arrive once it holds its place
 CUBIN_B64_BYTES = 4 * MiB   # a compile's cubin as the job sends it for the server to keep (the largest is ~0.3 MiB)
+TIR_SPANS = 200_000          # a compile's TIR as the job sends it: the spans of its statements (flash_attention: ~200)
 BACKGROUND_NICE = 19        # a background job's niceness (the pre-warm): the CPU goes to students' jobs first
 # A compile job's niceness: the web server (niceness 0) answers a cached request (tens of ms of CPU) at once instead of
 # after the compiles' time slices on a busy server; compiles share the cores among themselves as before.

@@ -1,7 +1,7 @@
 """The warm path: compile answers kept by the server, in memory over its data folder, so that what was compiled once
 is not compiled again, by anyone, before or after a restart.
 
-Three kinds of entries, each keyed by what it depends on, all in one store (`engine/compile_cache.Store`: the data
+Four kinds of entries, each keyed by what it depends on, all in one store (`engine/compile_cache.Store`: the data
 folder's `compile-cache/`, bounded by the setting `compile_cache_bytes`, least recently used out, each file written
 whole or not at all, a file that is not the entry it should be a miss), with the most recent in memory above it:
 
@@ -15,14 +15,18 @@ whole or not at all, a file that is not the entry it should be a miss), with the
 - `program`: the same key with the source's program (`compile_cache.program_of`: its tokens, comments, blank lines
   and spacing left out) in place of its text, pointing at an ok answer: an edit that only lays the text out anew is
   answered at once, its line map moved to the new lines. Private to its writer (below).
+- `tir`: an ok answer again, by the TIR its kernel lowered from (`tir_key`: the job's digest of its TVMScript and
+  config, the arch, TileLang's version, the engine's code), with the spans of that TIR's statements: an edit that
+  changes the program but not the TIR (a docstring, the `__main__` block, a Python name the TIR does not keep) is
+  answered by its job without lowering, its lines moved by pairing the two TIRs' spans. Private to its writer.
 - `nvcc`: nvcc's output (PTX, SASS, ptxas's log, the cubin) for a generated CUDA text (`compile_cache.nvcc_key`),
   handed to a later compile job whose lowering made that very CUDA, which then skips nvcc and ptxas. Private to its
   writer.
 
 Who may be served what (the threat model in README.md says why): an `answer` is whatever the job running that very
-source said, so it fools only those who send that source, who would run the same code themselves. A `program` or
-`nvcc` entry is served for a text other than the one its job ran, so it is served only where its writer is trusted by
-the reader: written from a job that ran no user code (the catalogue's kernel unedited: `SHARED`, served to all), or
+source said, so it fools only those who send that source, who would run the same code themselves. A `program`,
+`tir` or `nvcc` entry is served for a text other than the one its job ran, so it is served only where its writer is
+trusted by the reader: written from a job that ran no user code (the catalogue's kernel unedited: `SHARED`, served to all), or
 by the reader's own earlier jobs (`writer_of`). No job writes the store: the server writes it, from what it decided
 to keep.
 
@@ -44,7 +48,7 @@ import json
 import threading
 from pathlib import Path
 
-from ..engine.compile_cache import Store, line_mapping, nvcc_output_ok, program_of, remap_loc
+from ..engine.compile_cache import Store, line_mapping, moved_lines, nvcc_output_ok, program_of
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHEABLE_STAGES = {None, "python", "definition", "parameters", "tilelang", "nvcc", "resources"}
@@ -109,6 +113,13 @@ def program_key(action: str, kernel: str, source: str | None, params: dict, arch
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def tir_key(digest: str, arch: str) -> str:
+    """The key of an answer kept for a lowered TIR: the job's digest of it (engine/compile.tir_identity: its
+    TVMScript and config), the arch the server asked for, TileLang's version and the engine's own code."""
+    blob = json.dumps(["tir", digest, arch, tilelang_version(), engine_fingerprint()])
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 def writer_of(session) -> str | None:
     """Whose private entries a request reads and writes: the student the job limits count (the login's name, else
     the client's address), with the address where one person may log in under any name (a class password without a
@@ -141,14 +152,7 @@ def relaid(answer: dict, old_source: str, new_source: str) -> dict | None:
     old, new = program_of(old_source), program_of(new_source)
     if old is None or new is None or old[0] != new[0]:
         return None
-    moved = line_mapping(old[1], new[1], old_source.count("\n") + 1)
-    out = dict(answer)
-    out["line_map"] = [moved.get(n) if isinstance(n, int) else n for n in answer.get("line_map") or []]
-    out["warnings"] = [{**w, "line": moved.get(w["line"])} if isinstance(w.get("line"), int) else w
-                       for w in answer.get("warnings") or []]
-    if isinstance(answer.get("ptx"), str) and isinstance(answer.get("source_file"), str):
-        out["ptx"] = remap_loc(answer["ptx"], answer["source_file"], moved)
-    return out
+    return moved_lines(answer, line_mapping(old[1], new[1], old_source.count("\n") + 1))
 
 
 def nvcc_entry(result: dict, lowered: dict | None, made: dict | None) -> dict | None:
@@ -250,6 +254,25 @@ class ResultCache:
 
     def put_program(self, pkey: str, writer: str, answer_key: str, source: str) -> None:
         self._put("program", _scoped(writer, pkey), {"answer": answer_key, "source": source})
+
+    # -- lowered TIRs ---------------------------------------------------------------------------------------------
+    def get_tir(self, tkey: str, readers: list[str]) -> dict | None:
+        """{"answer", "spans"}: an ok answer kept for the same TIR by one of `readers` (SHARED first), and the spans
+        of the TIR it was lowered from (the job that asks moves its lines: engine/compile._lowered_before)."""
+        for reader in readers:
+            entry = self._get("tir", _scoped(reader, tkey))
+            if not (isinstance(entry, dict) and isinstance(entry.get("answer"), str)
+                    and isinstance(entry.get("spans"), list)):
+                continue
+            answer = self._get("answer", entry["answer"])
+            if laid_out(answer):
+                with self.lock:
+                    self.served["tir"] += 1
+                return {"answer": answer, "spans": entry["spans"]}
+        return None
+
+    def put_tir(self, tkey: str, writer: str, answer_key: str, spans: list) -> None:
+        self._put("tir", _scoped(writer, tkey), {"answer": answer_key, "spans": spans})
 
     # -- nvcc's outputs ---------------------------------------------------------------------------------------------
     def get_nvcc(self, nkey: str, readers: list[str]) -> dict | None:

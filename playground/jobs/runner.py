@@ -2,15 +2,17 @@
 
     request ─► checks ─► result cache (compile) ─► per-session limits + queue ─► pre-started worker ─► answer
                                   ▲                                                   │   ▲
-                                  │                          partial answer (its CUDA) │   │ nvcc's output kept
-                                  │                                      to the page ◄─┤   │ for that CUDA
+                                  │                                       its TIR, ───┤   │ an answer kept for
+                                  │                          partial answer (its CUDA) │   │ that TIR; nvcc's
+                                  │                                      to the page ◄─┤   │ output for that CUDA
                                   └──────────── compile answers worth keeping ◄────────┴───┘
 
 A compile is answered, in this order: from the answer kept for the same request (anyone's); from the answer kept
 for the same program laid out anew (comments, blank lines, spacing), written by a job that ran no user code or by
-the student's own; by waiting for the same compile already running; else by a job, which gets back nvcc's output
-kept for the CUDA its lowering made (by the same writers) and then skips nvcc and ptxas (result_cache.py). The
-shipped kernels are compiled at the page's first request ahead of the class (`prewarm`).
+the student's own; by waiting for the same compile already running; else by a job, which gets back an answer kept
+for the TIR its kernel builds (by the same writers) and then lowers nothing, only moving the lines; or nvcc's
+output kept for the CUDA its lowering made, and then skips nvcc and ptxas (result_cache.py). The shipped kernels
+are compiled at the page's first request ahead of the class (`prewarm`).
 
 Never raises: every failure, ours included, is an answer with an error stage, so the page always has something to
 show. The server process itself never imports user code, torch's CUDA, or TileLang.
@@ -38,7 +40,7 @@ from .job import Exchange, bound_answer
 from .local_backend import LocalBackend
 from .queue import ANONYMOUS, Busy, Scheduler, Stopped, Stops, Student
 from .result_cache import (FOLDER, SHARED, ResultCache, cacheable, laid_out, nvcc_entry, program_key, request_key,
-                           source_text, tilelang_version, writer_of)
+                           source_text, tilelang_version, tir_key, writer_of)
 
 log = logging.getLogger("playground.jobs")
 ACTIONS = ("compile", "run", "tune", "sweep", "build_submission", "grade", "ir", "profile", "memcheck")
@@ -159,6 +161,7 @@ class _Compile:
     def __init__(self, st: JobLayer, action, kernel, source, params, arch, options, session):
         self.tuned = _tuned_digest(st, kernel)
         self.request = (action, kernel, source, params, arch, options)
+        self.arch = arch
         self.key = request_key(*self.request, self.tuned)
         self.text = source_text(kernel, source)
         self.trusted = no_user_code(kernel, source)  # the catalogue's own kernel, unedited: entries for everyone
@@ -265,8 +268,8 @@ BACKGROUND_TIME = 4  # a background compile's time limit, in compile limits: it 
 
 
 def _exchange(st: JobLayer, c: _Compile | None, on_partial) -> Exchange | None:
-    """A compile's partial answer to the page, and nvcc's output kept for its CUDA (by the writers its reader
-    trusts) back to the job."""
+    """A compile's partial answer to the page; an answer kept for its TIR, and nvcc's output kept for its CUDA (each
+    by the writers its reader trusts), back to the job."""
     if c is None:
         return None
 
@@ -274,7 +277,10 @@ def _exchange(st: JobLayer, c: _Compile | None, on_partial) -> Exchange | None:
         if not (isinstance(partial.get("cuda"), str) and isinstance(partial.get("nvcc"), dict)):
             return None
         return st.cache.get_nvcc(nvcc_key(partial["cuda"], partial["nvcc"], tilelang_version()), c.readers)
-    return Exchange(partial=on_partial, known=known)
+
+    def known_tir(tir: dict) -> dict | None:
+        return st.cache.get_tir(tir_key(tir["digest"], c.arch), c.readers)
+    return Exchange(partial=on_partial, known=known, known_tir=known_tir)
 
 
 def _keep(st: JobLayer, c: _Compile, result: dict, exchange: Exchange | None) -> None:
@@ -285,6 +291,9 @@ def _keep(st: JobLayer, c: _Compile, result: dict, exchange: Exchange | None) ->
         return
     if c.program and c.text is not None:
         st.cache.put_program(c.program, c.writer, c.key, c.text)
+    tir = exchange.tir if exchange is not None else None
+    if tir and not result.get("lowering_reused"):  # (a reused answer's TIR is kept already)
+        st.cache.put_tir(tir_key(tir["digest"], c.arch), c.writer, c.key, tir["spans"])
     lowered = exchange.lowered if exchange is not None else None
     entry = nvcc_entry(result, lowered, exchange.made if exchange is not None else None)
     if entry is not None and isinstance(lowered.get("nvcc"), dict):

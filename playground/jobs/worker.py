@@ -4,10 +4,12 @@
     env:      the job's settings (sandbox.job_env: its process limit, its cache folder), read by Settings.from_env
     started:  drops to its job uid, bounds its processes, imports torch + TileLang (the 3-4 s a cold job would
               otherwise pay after the click), then says {"ready": true} and waits
-    stdin:    one request line (JSON): action, kernel, source, params, arch, options, timeout, ask_nvcc; then, where
-              ask_nvcc is true, one reply line {"nvcc": {...} or null} to the job's partial answer
-    stdout:   {"progress": {"what", "fraction"}} lines, a compile's {"partial": {...}} (its CUDA and line map, the
-              moment lowering ends) and {"made": {"cubin_b64"}} (nvcc ran), then exactly one {"result": {...}}
+    stdin:    one request line (JSON): action, kernel, source, params, arch, options, timeout, ask_server; then,
+              where ask_server is true, a reply line to each question of the job's: {"tir": {"answer", "spans"} or
+              null} to its TIR, {"nvcc": {...} or null} to its partial answer
+    stdout:   {"progress": {"what", "fraction"}} lines, a compile's {"tir": {"digest", "spans"}} (before lowering),
+              {"partial": {...}} (its CUDA and line map, the moment lowering ends) and {"made": {"cubin_b64"}} (nvcc
+              ran), then exactly one {"result": {...}}
 
 Everything else the job prints (the user's print(), TileLang's logs, nvcc) goes to stderr: fd 1 is pointed at fd 2
 before any user code runs, so even output from C code cannot corrupt the protocol.
@@ -30,22 +32,29 @@ def drop_privileges(uid: int | None) -> None:
         raise SystemExit("could not leave root")
 
 
-class ServerNvcc:
-    """The engine's NvccOutputs (engine/compile.py) over this job's pipes: the partial answer goes to the server, and
-    where the request asked, the server's reply (nvcc's output it keeps for that CUDA, or null) is read back."""
+class ServerCacheClient:
+    """The engine's ServerCache (engine/compile.py) over this job's pipes: the kernel's TIR and its partial answer go
+    to the server, and where the request asked, the server's replies (an answer it keeps for that TIR, nvcc's output
+    it keeps for that CUDA, or null) are read back, one line each."""
 
     def __init__(self, send, replies):
         self.send, self.replies = send, replies
 
-    def lowered(self, partial: dict):
-        self.send({"partial": partial})
+    def _ask(self, what: str, question: dict, reply_of: str):
+        self.send({what: question})
         if self.replies is None:
             return None
         try:
             reply = json.loads(self.replies.readline() or "null")
         except (OSError, ValueError):
             return None
-        return reply.get("nvcc") if isinstance(reply, dict) else None
+        return reply.get(reply_of) if isinstance(reply, dict) else None
+
+    def lowered_before(self, tir: dict):
+        return self._ask("tir", tir, "tir")
+
+    def lowered(self, partial: dict):
+        return self._ask("partial", partial, "nvcc")
 
     def compiled(self, made: dict) -> None:
         self.send({"made": made})
@@ -90,11 +99,11 @@ def main(argv: list[str] | None = None) -> int:
 
     action, kernel = request["action"], request["kernel"]
     workdir = os.path.join(args.job_dir, "src")
-    outputs = ServerNvcc(send, requests if request.get("ask_nvcc") else None) if action == "compile" else None
+    server = ServerCacheClient(send, requests if request.get("ask_server") else None) if action == "compile" else None
     try:
         with time_limit(request.get("timeout")):
             result = execute(action, kernel, request.get("source"), request.get("params") or {},
-                             request.get("arch"), workdir, progress=progress, nvcc_outputs=outputs,
+                             request.get("arch"), workdir, progress=progress, server_cache=server,
                              **(request.get("options") or {}))
     except StageError as err:  # the alarm fired outside execute's own handler
         result = failed(err, action, kernel)
