@@ -144,10 +144,11 @@ def test_a_job_that_forges_nvccs_output_misleads_only_its_own_student(layer):
     assert forged["ok"] and forged["sass"] == "FORGED SASS", forged.get("error")
     # the forger's own next compile of that CUDA is served what the forger's job said (its own entry) ...
     own = compile_(VECTOR_ADD + "\nX = 1\n", session="user:mallory", params=params)
-    assert own["nvcc_reused"] and own["sass"] == "FORGED SASS"
+    assert own["nvcc_reused"] and own["lowering_reused"] and own["sass"] == "FORGED SASS"  # (the same TIR)
     # ... a classmate's is not: nvcc runs for them
     other = compile_(VECTOR_ADD + "\nX = 2\n", session="user:bob", params=params)
-    assert other["ok"] and not other["nvcc_reused"] and "FORGED" not in other["sass"] and other["sass"]
+    assert other["ok"] and not other["nvcc_reused"] and not other["lowering_reused"]
+    assert "FORGED" not in other["sass"] and other["sass"]
     assert other["resources"]["registers"] != 1
 
 
