@@ -123,6 +123,43 @@ def test_an_answer_laid_out_anew_gets_its_line_map_warnings_and_ptx_lines_moved(
     assert rc.relaid(answer, old, "import x\ny = 1\nz = 3\n") is None  # another program
 
 
+# -- a TIR and where its lines went -----------------------------------------------------------------------------
+def tir_of(source: str, tmp_path, params: dict | None = None) -> dict:
+    from playground.engine.compile import make_prim_func, tir_identity
+    from playground.engine.kernel import load
+    folder = tmp_path / f"k{len(list(tmp_path.iterdir()))}"
+    kernel = load("", source, str(folder))
+    return tir_identity(make_prim_func(kernel, kernel.resolve(params or {})), kernel.resolve(params or {}),
+                        str(kernel.path))
+
+
+def test_an_edit_outside_the_kernel_keeps_its_tir_and_the_spans_say_where_its_lines_went(tmp_path):
+    tir = tir_of(VECTOR_ADD, tmp_path)
+    edited = VECTOR_ADD.replace('"""Vector addition:', '"""My notes.\n\nVector addition:', 1)
+    again = tir_of(edited, tmp_path)
+    assert again["digest"] == tir["digest"]
+    moved = cc.span_mapping(tir["spans"], again["spans"])
+    lines, new_lines = VECTOR_ADD.splitlines(), edited.splitlines()
+    assert moved and all(lines[old - 1] == new_lines[new - 1] for old, new in moved.items())
+    assert all(new == old + 2 for old, new in moved.items())
+    # a rename the TIR keeps (the CUDA shows it), another tile: another TIR
+    assert tir_of(VECTOR_ADD.replace("A_local", "A_regs"), tmp_path)["digest"] != tir["digest"]
+    assert tir_of(VECTOR_ADD, tmp_path, {"block_N": 4096})["digest"] != tir["digest"]
+
+
+def test_spans_that_cannot_be_paired_are_no_mapping_and_a_line_no_span_names_keeps_its_distance():
+    old = [None, ["", 10], ["", 12], ["/k/helper.py", 5]]
+    moved = cc.span_mapping(old, [None, ["", 20], ["", 22], ["/k/helper.py", 5]])
+    assert moved == {10: 20, 12: 22}
+    assert moved.get(11) == 21 and moved.get(9) == 19 and moved.get(30) == 40  # (nvcc's line information)
+    assert cc.span_mapping(old, old[:3]) is None                                      # another count
+    assert cc.span_mapping(old, [None, ["", 20], ["", 22], ["/k/helper.py", 6]]) is None  # a module's line moved
+    assert cc.span_mapping(old, [None, ["", 20], ["/k/other.py", 22], ["/k/helper.py", 5]]) is None
+    assert cc.span_mapping([["", 10], ["", 10]], [["", 20], ["", 21]]) is None        # one line split in two
+    assert cc.span_mapping(old, [["", 1], ["", 20], ["", 22], ["/k/helper.py", 5]]) is None
+    assert cc.span_mapping([["/k/helper.py", 5]], [["/k/helper.py", 5]]).get(7) == 7  # nothing of the user's
+
+
 # -- nvcc's key --------------------------------------------------------------------------------------------------
 def test_nvccs_key_is_the_cuda_its_flags_and_tilelang_and_not_the_jobs_folder():
     from playground.engine.compile import _stable_options
