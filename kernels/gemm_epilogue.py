@@ -118,11 +118,12 @@ def reference(a, b, bias, activation="relu"):
     return _act(activation)(a.float() @ b.float() + bias.float())
 
 
+# `act` in a name is the run's activation (relu or gelu, the option `activation`): each baseline computes the same.
 BASELINES = {
     # three kernels: cuBLAS GEMM, then the bias add and the activation, each a trip through memory
-    "torch: relu(a @ b + bias)": lambda a, b, bias, activation="relu": _act(activation)(a @ b + bias),
+    "torch: act(a @ b + bias)": lambda a, b, bias, activation="relu": _act(activation)(a @ b + bias),
     # cuBLAS adds the bias in its own epilogue; F.linear wants the weight as (N, K): b.t() is a view, not a copy
-    "torch: relu(linear) (bias in cuBLAS)": lambda a, b, bias, activation="relu": _act(activation)(F.linear(a, b.t(), bias)),
+    "torch: act(F.linear) (bias in cuBLAS)": lambda a, b, bias, activation="relu": _act(activation)(F.linear(a, b.t(), bias)),
 }
 
 
@@ -137,7 +138,7 @@ def _compiled(activation):
 # and the activation into one Triton kernel after cuBLAS's GEMM (two trips through memory instead of three), but the
 # first call at each new shape compiles for tens of seconds.
 BENCH_BASELINES = {
-    "torch.compile: relu(a @ b + bias)":
+    "torch.compile: act(a @ b + bias)":
         lambda a, b, bias, activation="relu": _compiled(activation)(a, b, bias),
 }
 

@@ -235,12 +235,12 @@ def test_a_bench_row_marked_graph_is_timed_as_cuda_graph_replays_and_says_so(vec
 def test_a_benchmark_only_baseline_is_measured_apart_and_its_row_is_shown_not_judged():
     stand_in = StandIn()
     problem = dict(M=1024, N=1024, K=1024)
-    rows = bench([("gemm_epilogue", "float16", problem, "torch: relu(a @ b + bias)", 1.20),
+    rows = bench([("gemm_epilogue", "float16", problem, "torch: act(a @ b + bias)", 1.20),
                   ("gemm_epilogue", "float16", problem, "linear", 1.00),
                   ("gemm_epilogue", "float16", problem, "torch.compile", None)],
                  commit="test", log=lambda _: None, open_measurer=stand_in.opener())
     assert len(stand_in.seen) == 2, "the torch.compile row has a measurement of its own"
-    assert stand_in.options.baselines == ("torch.compile: relu(a @ b + bias)",) and stand_in.options.bench_baselines
+    assert stand_in.options.baselines == ("torch.compile: act(a @ b + bias)",) and stand_in.options.bench_baselines
     unfused, linear, compiled = rows
     assert unfused["met"] is True and linear["met"] is True and unfused["baseline"] != compiled["baseline"]
     assert compiled["baseline"].startswith("torch.compile") and compiled["ratio"] == 2.0
@@ -276,7 +276,7 @@ def test_the_torch_compile_baseline_of_the_fused_epilogue_computes_its_reference
     # means nothing.
     import torch
     k = loader.load("gemm_epilogue")
-    fn = k.bench_baselines["torch.compile: relu(a @ b + bias)"]
+    fn = k.bench_baselines["torch.compile: act(a @ b + bias)"]
     a, b, bias = k.module.make_inputs(64, 96, 80, torch.float32, "cpu", torch.Generator().manual_seed(0))
     for activation in ("relu", "gelu"):
         out = fn(a, b, bias, activation=activation)

@@ -61,7 +61,10 @@ TARGETS = [
     *[("gemm", dt, p, "matmul", 1.00) for dt in ("float16", "bfloat16")
       for p in GEMM_SQUARES + GEMM_LLM + GEMM_SKINNY + GEMM_OFF_GRID],
     *[("gemm_epilogue", "float16", p, b, t) for p in EPILOGUE_SHAPES
-      for b, t in (("torch: relu(a @ b + bias)", 1.20), ("linear", 1.00), ("torch.compile", None))],
+      for b, t in (("torch: act(a @ b + bias)", 1.20), ("linear", 1.10), ("torch.compile", None))],
+    # GEMM + bias + GELU at an LLM MLP's up-projection (the activation is a parameter like the sizes)
+    *[("gemm_epilogue", "bfloat16", {**_gemm(4096, 11008, 4096), "activation": "gelu"}, b, t)
+      for b, t in (("torch: act(a @ b + bias)", 1.20), ("linear", 1.10), ("torch.compile", None))],
     # memory-bound: 85 % of the copy bandwidth from rows of 1024 up, 1.3× torch everywhere
     *[("softmax", "float16", p, b, t) for p in SOFTMAX_ROWS
       for b, t in (("copy", 0.85), ("softmax", 1.30)) if not (b == "copy" and p["N"] < 1024)],
