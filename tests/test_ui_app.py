@@ -350,7 +350,8 @@ def test_describe_and_compile_name_the_users_file_never_the_servers_folders(clie
 
 def test_the_compile_button_shows_the_cuda_when_lowering_ends_and_the_rest_when_it_comes():
     # CUDA first: the handler yields the generated CUDA (with its line map) the moment the job's lowering ends, with
-    # the PTX and SASS said to be coming; then the whole answer. A code edit that no cache can answer: a real job.
+    # the PTX and SASS said to be coming; then the whole answer. A code edit that no cache can answer (a new name for
+    # a buffer: another TIR and another CUDA): a real job that lowers and runs nvcc.
     import uuid
     from playground.ui import gateway
     from playground.ui.layout import Page
@@ -359,7 +360,7 @@ def test_the_compile_button_shows_the_cuda_when_lowering_ends_and_the_rest_when_
     on_compile = [f for f in demo.fns.values() if any(target[0] == page.compile_btn._id for target in f.targets)]
     assert len(on_compile) == 1
     data = {c: None for c in on_compile[0].inputs}
-    source = gateway.original_source("vector_add") + f"\n_edit_{uuid.uuid4().hex} = 0\n"
+    source = gateway.original_source("vector_add").replace("A_local", f"A_{uuid.uuid4().hex[:12]}")
     data.update({page.kernel: "vector_add", page.editor: source, page.dtype: "float16"})
     steps = list(on_compile[0].fn(data, None))
     assert len(steps) >= 2, "one answer only: the CUDA did not come first"

@@ -9,8 +9,9 @@ of its own on the server, as 30 students' tabs are; all in one event loop, light
 until the time is up, edits and compiles like a student: mostly parameter changes of the built-in vector_add (which
 the class shares, so many answers come from the result cache), and every third request an edit of its own to the
 source: a comment (`--edit comment`, the default: the same program laid out anew, answered from the compile cache
-with its lines moved) or a line of code (`--edit code`: another program with the same CUDA, a job whose nvcc is
-skipped). It waits for each answer before sending the next, as a page does. The app gets a data folder (and so a
+with its lines moved) or a line of code (`--edit code`: another program with the same TIR, a job that builds the
+kernel's TIR, finds an answer kept for it and lowers nothing; bench/load-live-code.json was measured before that,
+when such a job lowered and skipped only nvcc). It waits for each answer before sending the next, as a page does. The app gets a data folder (and so a
 compile cache) of this run's own unless PLAYGROUND_DATA is set; it pre-warms the shipped kernels as it starts, and the
 class comes once that is done and every spare worker is ready, as to a server started before the lesson.
 
@@ -213,7 +214,7 @@ async def session(index: int, url: str, until: float, records: list, edit: str =
         n += 1
         own_edit = n % 3 == 0
         # An edit of one's own: a comment (the same program laid out anew: the compile cache moves its lines), or
-        # with --edit code a line of code (another program with the same CUDA: a job lowers it, nvcc is skipped)
+        # with --edit code a line of code (another program with the same TIR: a job builds it and lowers nothing)
         mine = f"# session {index}, edit {n}" if edit == "comment" else f"_session_{index}_edit_{n} = 0"
         text = source + f"\n{mine}\n" if own_edit else ""
         # A class opens the page at once: every session's first compile is the same one, which runs once and answers
