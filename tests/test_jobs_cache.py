@@ -230,7 +230,8 @@ def test_the_prewarm_compiles_the_pages_first_request_so_the_first_student_is_an
                 "store": runner.state().cache.disk.snapshot(), "error": answer.get("error"),
                 "asked before": asked, "asked after": asked_again,
                 "tuned before": tuned_before, "tuned after": runner._tuned_digest(runner.state(), "vector_add"),
-                "arch": hardware.default_arch(runner.state().settings)}
+                "arch": hardware.default_arch(runner.state().settings),
+                "layer's data folder": str(runner.state().settings.data_dir), "asked for": str(tmp_path / "empty")}
         assert answer["ok"] and answer["cached"] and jobs_taken() == taken, seen
         assert seen["store"]["seeded"] >= 1, seen
     finally:
