@@ -758,3 +758,34 @@ def test_a_new_kernel_from_the_template_compiles_and_shows_its_cuda(page, url):
     page.wait_for_function("() => document.querySelector('#pg-editor .cm-content').innerText.includes('stages: int')")
     wait_idle(page)
     assert "stages" in slot_labels(page)
+
+
+def test_a_file_of_two_kernels_offers_both_in_the_picker_and_compiles_the_one_picked(page, url):
+    """A pasted file that defines two kernels: "Kernel in the file" lists both, the note says to pick one, and the
+    compile is of the kernel picked (its own CUDA), not the first."""
+    from test_user_kernels import TWO_KERNELS
+    open_page(page, url, "?kernel=vector_add")
+    click(page, "#pg-new")
+    wait_idle(page)
+    page.click("#pg-editor .cm-content")
+    page.keyboard.press("Control+a")
+    sending(page, lambda: page.keyboard.insert_text(TWO_KERNELS))
+    click(page, "#pg-read-params")
+    wait_idle(page)
+    picker = page.locator("#pg-entry")
+    picker.wait_for(state="visible")
+    note = page.inner_text("#pg-params-note")
+    assert "defines 2 kernels" in note and "showing add_one" in note, note
+    assert picker.locator("input").input_value() == "add_one"
+    settle(page)
+    choose(page, picker, "add_two")
+    wait_idle(page)
+    assert picker.locator("input").input_value() == "add_two"
+    assert slot_labels(page) == ["N (required)", "block"], slot_labels(page)  # add_two's arguments
+    type_value(page, slot(page, "N (required)"), "4096")
+    click(page, "#pg-compile")
+    status = wait_idle(page, timeout=400)
+    assert "compiled add_two" in status, status
+    page.wait_for_selector("#pg-cuda .pg-line")
+    cuda = page.inner_text("#pg-cuda")
+    assert "2.000000e+00" in cuda and "1.000000e+00" not in cuda, cuda[:2000]  # add_two's constant, not add_one's
