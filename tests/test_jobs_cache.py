@@ -135,6 +135,31 @@ def test_a_rename_the_tir_keeps_is_lowered_again_so_the_cuda_shows_the_new_name(
     assert answer["ok"] and not answer["lowering_reused"] and "A_regs" in answer["cuda"], answer.get("error")
 
 
+def test_a_file_that_changes_what_lowering_does_besides_its_tir_is_lowered_again(layer):
+    compile_(session="user:a")
+    # the same TIR, and a CUDA post-processing callback registered at the file's top level: TileLang runs it
+    postproc = with_import("from tilelang.engine.callback import register_cuda_postproc_callback\n"
+                           "register_cuda_postproc_callback(lambda code, target: '// post-processed\\n' + code)")
+    answer = compile_(postproc, session="user:a")
+    assert answer["ok"] and not answer["lowering_reused"], answer.get("error")
+    assert "// post-processed" in answer["cuda"]
+
+
+def test_the_catalogues_own_kernel_never_takes_a_students_forged_entry_and_so_never_shares_it(layer):
+    layer.cache.clear()
+    params = {"N": 4096, "threads": 64}  # a TIR and a CUDA no job without user code has made here
+    forging = with_import("import playground.engine.compile as _c\n"
+                          "_c.ptxas_resources = lambda ptx, arch: ({'registers': 1}, 'FORGED LOG', 'FORGED SASS')")
+    assert compile_(forging, session="user:mallory", params=params)["sass"] == "FORGED SASS"
+    # the forger asks for the unedited kernel at those sizes: a job that runs no user code, whose answer is
+    # everyone's, so it reads only entries everyone may read, not the forger's own
+    unedited = compile_(None, session="user:mallory", params=params)
+    assert unedited["ok"] and not unedited["lowering_reused"] and not unedited["nvcc_reused"]
+    assert "FORGED" not in unedited["sass"]
+    for_bob = compile_(None, session="user:bob", params=params)
+    assert for_bob["cached"] and "FORGED" not in for_bob["sass"]
+
+
 def test_a_job_that_forges_nvccs_output_misleads_only_its_own_student(layer):
     layer.cache.clear()
     params = {"N": 4096, "threads": 128}  # a CUDA no job without user code has compiled here

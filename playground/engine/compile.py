@@ -772,9 +772,10 @@ def build(kernel: Kernel, config: Config, arch: str | None = None, use_tilelang_
 
 
 def tir_identity(prim_func, config: Config, user_file: str) -> dict | None:
-    """What lowering `prim_func` depends on that the source decides, as one digest: its TVMScript with the objects it
-    only refers to (layouts) written out, names included (they are the generated CUDA's), and the config (a dynamic
-    shape's launch takes the problem's sizes). Beside it, where each of its statements and buffers came from, in one
+    """What lowering `prim_func` depends on that the kernel decides, as one digest (what a file may change besides,
+    TileLang's callbacks and the environment, is checked apart: remember_lowering_context): its TVMScript with the
+    objects it only refers to (layouts) written out, names included (they are the generated CUDA's), and the config
+    (a dynamic shape's launch takes the problem's sizes). Beside it, where each of its statements and buffers came from, in one
     fixed order: [file, line], file "" for `user_file`, None where TileLang kept no span; two sources whose kernels
     have one digest pair their lines by these (compile_cache.span_mapping). None where TileLang cannot print it.
     (The server adds the arch, TileLang's version and the engine's own code to the key: jobs/result_cache.tir_key.)"""
@@ -824,23 +825,61 @@ def _span_of(node):
     return getter(node) if getter is not None else getattr(node, "span", None)
 
 
+_PRISTINE: tuple[dict, dict] | None = None
+
+
+def _lowering_hooks() -> dict:
+    """TileLang's callbacks as registered now (tilelang_callback_*: its call of nvcc, a post-processing of the CUDA)."""
+    import tvm_ffi
+    return {name: tvm_ffi.get_global_func(name, allow_missing=True)
+            for name in tvm_ffi.registry.list_global_func_names() if name.startswith("tilelang_callback")}
+
+
+def remember_lowering_context() -> None:
+    """Take note of the environment and TileLang's callbacks before any user code runs (a job's worker calls it once
+    TileLang is imported): a kernel's file that changes either (a CUDA post-processing callback, NVCC_APPEND_FLAGS)
+    changes what its lowering makes without changing its TIR, and is never answered by an answer kept for that TIR."""
+    global _PRISTINE
+    _PRISTINE = (dict(os.environ), _lowering_hooks())
+
+
+ENGINE_ENV = {"TILELANG_COMPILE_TIMEOUT_SECONDS"}  # set by the engine for each job (actions.time_limit): no change
+
+
+def _lowering_context_untouched() -> bool:
+    if _PRISTINE is None:
+        return False
+    environ, hooks = _PRISTINE
+    now = _lowering_hooks()
+    changed = {k for k in set(environ) | set(os.environ) if environ.get(k) != os.environ.get(k)} - ENGINE_ENV
+    return (not changed and now.keys() == hooks.keys()
+            and all(now[name].same_as(hooks[name]) for name in now))
+
+
 def _lowered_before(kernel: Kernel, config: Config, prim_func, arch: str, server_cache: ServerCache) -> dict | None:
     """The answer the server kept for this very TIR, its lines moved to this source (an edit of a docstring, of a
-    name the TIR does not keep, of the file's `__main__`); None where there is none, or where its lines cannot all be
-    paired with this source's: then lowering runs."""
-    identity = tir_identity(prim_func, config, str(kernel.path))
+    name the TIR does not keep, of the file's `__main__`); None where there is none, where its lines cannot all be
+    paired with this source's, or where the file changed what lowering does besides its TIR (remember_lowering_context):
+    then lowering runs."""
+    if not _lowering_context_untouched():
+        return None
+    user_file = str(kernel.path)
+    identity = tir_identity(prim_func, config, user_file)
     if identity is None:
         return None
     kept = server_cache.lowered_before(identity)
     answer = kept.get("answer") if isinstance(kept, dict) else None
-    if not (isinstance(answer, dict) and answer.get("ok") is True and answer.get("arch") == arch):
+    if not (isinstance(answer, dict) and answer.get("ok") is True and answer.get("arch") == arch
+            and isinstance(answer.get("source_file"), str)):
         return None
     moved = cache.span_mapping(kept.get("spans"), identity["spans"])
-    if moved is None:
+    if moved is None or not cache.answer_lines(answer) <= moved.keys():  # (each line the answer names, paired)
         return None
     result = cache.moved_lines(answer, moved)
+    result["ptx"] = cache.renamed_file(result.get("ptx"), answer["source_file"], user_file)
     warnings = [w for w in result.get("warnings") or [] if isinstance(w, dict) and w.get("stage") == "resources"]
-    result.update({"kernel": kernel.name, "config": config.to_json(), "lowering_reused": True, "nvcc_reused": True,
+    result.update({"kernel": kernel.name, "config": config.to_json(), "source_file": user_file,
+                   "lowering_reused": True, "nvcc_reused": True,
                    "warnings": ([kernel.import_warning] if kernel.import_warning else []) + warnings,
                    "cached": False, "error": None})
     return result

@@ -346,8 +346,9 @@ def remap_loc(ptx: str, user_file: str, mapping: dict[int, int]) -> str:
 
 
 def moved_lines(answer: dict, moved: dict[int, int]) -> dict:
-    """`answer` with each of its lines in the user's file moved by `moved` (old line → new line): its line map, its
-    warnings' lines and the PTX's line information (a line `moved` lacks: None in the line map, kept in the PTX)."""
+    """`answer` with each of its lines in the user's file moved by `moved` (old line → new line, through its `get`:
+    a mapping may place lines it does not name): its line map, its warnings' lines and the PTX's line information
+    (a line `moved.get` does not place: None in the line map and the warnings, kept in the PTX)."""
     out = dict(answer)
     out["line_map"] = [moved.get(n) if isinstance(n, int) else n for n in answer.get("line_map") or []]
     out["warnings"] = [{**w, "line": moved.get(w["line"])} if isinstance(w, dict) and isinstance(w.get("line"), int)
@@ -357,10 +358,25 @@ def moved_lines(answer: dict, moved: dict[int, int]) -> dict:
     return out
 
 
+def answer_lines(answer: dict) -> set[int]:
+    """The lines of the user's file an answer names where the page shows them: its line map and its warnings."""
+    return ({n for n in answer.get("line_map") or [] if type(n) is int}
+            | {w["line"] for w in answer.get("warnings") or [] if isinstance(w, dict) and type(w.get("line")) is int})
+
+
+def renamed_file(ptx, old_file: str, new_file: str):
+    """`ptx` with its `.file` entry for `old_file` naming `new_file` (the PTX of one job's file, for another's)."""
+    if not isinstance(ptx, str) or old_file == new_file:
+        return ptx
+    return _PTX_FILE.sub(lambda m: m.group(0).replace(f'"{old_file}"', json.dumps(new_file))
+                         if m.group(2) == old_file else m.group(0), ptx)
+
+
 class SpanMoves(dict):
-    """{old line: new line} of the lines two TIRs' spans pair; `get` of a line no span names (nvcc's line information
-    at times names a comment or an `else:`) goes with the next paired line after it, keeping its distance (after the
-    last one: with the last), as line_mapping moves a line without a token."""
+    """{old line: new line} of the lines two TIRs' spans pair; `get` of a line no span names goes with the next paired
+    line after it, keeping its distance (after the last one: with the last), as line_mapping moves a line without a
+    token. (Used only for the PTX's line information, which at times names a line no statement starts on, an
+    `else:`: every line of the line map and the warnings must be paired, compile._lowered_before.)"""
 
     def get(self, line, default=None):
         if line in self:

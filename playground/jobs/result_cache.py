@@ -26,8 +26,9 @@ whole or not at all, a file that is not the entry it should be a miss), with the
 Who may be served what (the threat model in README.md says why): an `answer` is whatever the job running that very
 source said, so it fools only those who send that source, who would run the same code themselves. A `program`,
 `tir` or `nvcc` entry is served for a text other than the one its job ran, so it is served only where its writer is
-trusted by the reader: written from a job that ran no user code (the catalogue's kernel unedited: `SHARED`, served to all), or
-by the reader's own earlier jobs (`writer_of`). No job writes the store: the server writes it, from what it decided
+trusted by the reader: written from a job that ran no user code (the catalogue's kernel unedited: `SHARED`, served
+to all), or by the reader's own earlier jobs (`writer_of`); a job that ran no user code reads `SHARED` only, since
+what it makes is everyone's. No job writes the store: the server writes it, from what it decided
 to keep.
 
 Only JSON answers and nvcc's output are kept here, never anything a job loads and runs on the server. TileLang's own
@@ -118,6 +119,12 @@ def tir_key(digest: str, arch: str) -> str:
     TVMScript and config), the arch the server asked for, TileLang's version and the engine's own code."""
     blob = json.dumps(["tir", digest, arch, tilelang_version(), engine_fingerprint()])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def answer_digest(answer: dict) -> str:
+    """A digest of the answer as the store gives it back (JSON: a tuple a list, a number key a string)."""
+    plain = json.loads(json.dumps(answer, default=str))
+    return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()
 
 
 def writer_of(session) -> str | None:
@@ -265,14 +272,16 @@ class ResultCache:
                     and isinstance(entry.get("spans"), list)):
                 continue
             answer = self._get("answer", entry["answer"])
-            if laid_out(answer):
+            # the answer key is everyone's (the request's): only the very answer the entry's writer kept will do
+            if laid_out(answer) and entry.get("digest") == answer_digest(answer):
                 with self.lock:
                     self.served["tir"] += 1
                 return {"answer": answer, "spans": entry["spans"]}
         return None
 
-    def put_tir(self, tkey: str, writer: str, answer_key: str, spans: list) -> None:
-        self._put("tir", _scoped(writer, tkey), {"answer": answer_key, "spans": spans})
+    def put_tir(self, tkey: str, writer: str, answer_key: str, answer: dict, spans: list) -> None:
+        self._put("tir", _scoped(writer, tkey), {"answer": answer_key, "digest": answer_digest(answer),
+                                                 "spans": spans})
 
     # -- nvcc's outputs ---------------------------------------------------------------------------------------------
     def get_nvcc(self, nkey: str, readers: list[str]) -> dict | None:

@@ -167,7 +167,9 @@ class _Compile:
         self.trusted = no_user_code(kernel, source)  # the catalogue's own kernel, unedited: entries for everyone
         own = writer_of(session)
         self.writer = SHARED if self.trusted else own
-        self.readers = [SHARED] + ([own] if own else [])
+        # A job that ran no user code keeps what it makes for everyone, so it reads only what everyone may: a
+        # student's own entries (which their own code may have forged) must not reach it and through it the class.
+        self.readers = [SHARED] if self.trusted else [SHARED] + ([own] if own else [])
 
     @functools.cached_property
     def program(self) -> str | None:
@@ -293,7 +295,7 @@ def _keep(st: JobLayer, c: _Compile, result: dict, exchange: Exchange | None) ->
         st.cache.put_program(c.program, c.writer, c.key, c.text)
     tir = exchange.tir if exchange is not None else None
     if tir and not result.get("lowering_reused"):  # (a reused answer's TIR is kept already)
-        st.cache.put_tir(tir_key(tir["digest"], c.arch), c.writer, c.key, tir["spans"])
+        st.cache.put_tir(tir_key(tir["digest"], c.arch), c.writer, c.key, result, tir["spans"])
     lowered = exchange.lowered if exchange is not None else None
     entry = nvcc_entry(result, lowered, exchange.made if exchange is not None else None)
     if entry is not None and isinstance(lowered.get("nvcc"), dict):

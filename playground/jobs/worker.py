@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from playground.engine.answers import failed
     from playground.engine.errors import StageError
     import playground.engine.compile, playground.engine.run, playground.engine.tune, playground.engine.sweep  # noqa: F401,E401
+    playground.engine.compile.remember_lowering_context()  # (before any user code: what it may change)
     send({"ready": True, "pid": os.getpid()})
 
     requests = os.fdopen(os.dup(0), "r")  # the server's lines: the request, and the reply to a partial answer
