@@ -314,6 +314,12 @@ def library_default(name: str, value: str) -> None:
     os.environ.setdefault(name, value)
 
 
+def environment_now() -> dict[str, str]:
+    """This process's environment as it is now (a compile job notes it before user code runs, to tell whether the
+    user's file changed it: engine/compile.remember_lowering_context)."""
+    return dict(os.environ)
+
+
 def tell_tilelang_compile_timeout(seconds: float) -> None:
     """TileLang reads its nvcc time limit from its own environment variable: set it for this process."""
     os.environ["TILELANG_COMPILE_TIMEOUT_SECONDS"] = str(int(seconds))

@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 from . import compile_cache as cache, fragment_errors, limits
 from .errors import StageError, clip, first_line, format_exception, user_line_from_text, user_line_from_traceback
 from .kernel import KERNELS_DIR, Config, Kernel, concrete
+from ..settings import environment_now
 
 ARCHES = ("sm_90a", "sm_90", "sm_80", "sm_86", "sm_89", "sm_100a", "sm_120")
 DEFAULT_ARCH = "sm_90a"  # Hopper: the H100/H200 a class server most likely has; wgmma needs the "a" variant
@@ -840,7 +841,7 @@ def remember_lowering_context() -> None:
     TileLang is imported): a kernel's file that changes either (a CUDA post-processing callback, NVCC_APPEND_FLAGS)
     changes what its lowering makes without changing its TIR, and is never answered by an answer kept for that TIR."""
     global _PRISTINE
-    _PRISTINE = (dict(os.environ), _lowering_hooks())
+    _PRISTINE = (environment_now(), _lowering_hooks())
 
 
 ENGINE_ENV = {"TILELANG_COMPILE_TIMEOUT_SECONDS"}  # set by the engine for each job (actions.time_limit): no change
@@ -850,8 +851,8 @@ def _lowering_context_untouched() -> bool:
     if _PRISTINE is None:
         return False
     environ, hooks = _PRISTINE
-    now = _lowering_hooks()
-    changed = {k for k in set(environ) | set(os.environ) if environ.get(k) != os.environ.get(k)} - ENGINE_ENV
+    now, env = _lowering_hooks(), environment_now()
+    changed = {k for k in set(environ) | set(env) if environ.get(k) != env.get(k)} - ENGINE_ENV
     return (not changed and now.keys() == hooks.keys()
             and all(now[name].same_as(hooks[name]) for name in now))
 
