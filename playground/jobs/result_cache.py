@@ -241,17 +241,25 @@ class ResultCache:
     def put(self, key: str, result: dict) -> None:
         self._put("answer", key, result)
 
+    # -- entries that point at an answer (programs, TIRs) ----------------------------------------------------------
+    def _pointing(self, kind: str, key: str, readers: list[str], field: str, field_type: type):
+        """For each of `readers` in turn (SHARED first), its entry of `kind` for `key` that points at an answer which
+        may serve another layout (laid_out), with `field` of `field_type` beside: (entry, answer)."""
+        for reader in readers:
+            entry = self._get(kind, _scoped(reader, key))
+            if not (isinstance(entry, dict) and isinstance(entry.get("answer"), str)
+                    and isinstance(entry.get(field), field_type)):
+                continue
+            answer = self._get("answer", entry["answer"])
+            if laid_out(answer):
+                yield entry, answer
+
     # -- programs -------------------------------------------------------------------------------------------------
     def get_program(self, pkey: str, readers: list[str], source: str) -> dict | None:
         """The answer of the same program laid out another way, written by one of `readers` (SHARED first), with
         its lines moved to `source`'s; None if there is none."""
-        for reader in readers:
-            entry = self._get("program", _scoped(reader, pkey))
-            if not (isinstance(entry, dict) and isinstance(entry.get("answer"), str)
-                    and isinstance(entry.get("source"), str)):
-                continue
-            answer = self._get("answer", entry["answer"])
-            moved = relaid(answer, entry["source"], source) if laid_out(answer) else None
+        for entry, answer in self._pointing("program", pkey, readers, "source", str):
+            moved = relaid(answer, entry["source"], source)
             if moved is not None:
                 with self.lock:
                     self.hits += 1
@@ -266,14 +274,9 @@ class ResultCache:
     def get_tir(self, tkey: str, readers: list[str]) -> dict | None:
         """{"answer", "spans"}: an ok answer kept for the same TIR by one of `readers` (SHARED first), and the spans
         of the TIR it was lowered from (the job that asks moves its lines: engine/compile._lowered_before)."""
-        for reader in readers:
-            entry = self._get("tir", _scoped(reader, tkey))
-            if not (isinstance(entry, dict) and isinstance(entry.get("answer"), str)
-                    and isinstance(entry.get("spans"), list)):
-                continue
-            answer = self._get("answer", entry["answer"])
+        for entry, answer in self._pointing("tir", tkey, readers, "spans", list):
             # the answer key is everyone's (the request's): only the very answer the entry's writer kept will do
-            if laid_out(answer) and entry.get("digest") == answer_digest(answer):
+            if entry.get("digest") == answer_digest(answer):
                 with self.lock:
                     self.served["tir"] += 1
                 return {"answer": answer, "spans": entry["spans"]}
