@@ -78,8 +78,24 @@ def gemm_pipelined(M, N, K, dtype, block_M, block_N, block_K, num_stages, thread
 
 
 def gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel, num_sms):
+    tiles = warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel,
+                                   num_sms)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(num_sms, threads=threads + 128) as block:
+            tiles(A, B, C, block, None)
+
+    return main
+
+
+def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages, consumers, swizzle_panel, num_sms,
+                           epilogue=None):
+    """The body of `gemm_warp_specialized`, shared with kernels/gemm_epilogue.py: block `block` of num_sms walks its
+    tiles of C = A @ B. `epilogue(value, column, extra)`, when given, builds the expression each fp32 element of a
+    finished tile becomes before it is rounded and stored (`column`: its column of C; `extra`: the macro's last
+    argument, a buffer the epilogue reads, such as a bias)."""
     accum_dtype = "float32"
-    consumers = threads
     k_steps = T.ceildiv(K, block_K)
     m_tiles, n_tiles = -(-M // block_M), -(-N // block_N)
     num_tiles = m_tiles * n_tiles
@@ -100,64 +116,68 @@ def gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages,
         tile[0] = first_column + within % width  # tile column (bx)
         tile[1] = within // width  # tile row (by)
 
-    @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
-        with T.Kernel(num_sms, threads=consumers + 128) as block:
-            A_shared = T.alloc_shared((num_stages, block_M, block_K), dtype)  # a ring of num_stages buffers
-            B_shared = T.alloc_shared((num_stages, block_K, block_N), dtype)
-            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
-            C_shared = T.alloc_shared((block_M, block_N), dtype)
-            # Each buffer has two barriers: `full` (its tiles have arrived; the TMA unit counts their bytes in)
-            # and `empty` (the consumers are done with it; the producer may load into it again).
-            full = T.alloc_barrier([128] * num_stages)
-            empty = T.alloc_barrier([consumers] * num_stages)
-            tile = T.alloc_local((2,), "int32")
-            tx = T.get_thread_binding()
+    @T.macro
+    def tiles(A, B, C, block, extra):
+        A_shared = T.alloc_shared((num_stages, block_M, block_K), dtype)  # a ring of num_stages buffers
+        B_shared = T.alloc_shared((num_stages, block_K, block_N), dtype)
+        C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+        C_shared = T.alloc_shared((block_M, block_N), dtype)
+        # Each buffer has two barriers: `full` (its tiles have arrived; the TMA unit counts their bytes in)
+        # and `empty` (the consumers are done with it; the producer may load into it again).
+        full = T.alloc_barrier([128] * num_stages)
+        empty = T.alloc_barrier([consumers] * num_stages)
+        tile = T.alloc_local((2,), "int32")
+        tx = T.get_thread_binding()
 
-            if tx >= consumers:  # the producer warpgroup: TMA loads, num_stages steps ahead, tile after tile
-                T.set_max_nreg(40, 0)  # it needs few registers: give them to the consumers
-                for i in T.serial(rounds):
-                    if block + i * num_sms < num_tiles:  # the last round may have no tile for this block
-                        tile_at(block + i * num_sms, tile)
-                        for k in T.serial(k_steps):
-                            step = i * k_steps + k  # this block's steps so far: which buffer, which round of it
-                            s = step % num_stages
-                            T.mbarrier_wait_parity(empty[s], ((step // num_stages) & 1) ^ 1)
-                            # Out-of-range rows and columns of a ragged edge read as zero (TMA fills them).
-                            T.tma_copy(A[tile[1] * block_M:(tile[1] + 1) * block_M,
-                                         k * block_K:(k + 1) * block_K], A_shared[s, :, :], barrier=full[s])
-                            T.tma_copy(B[k * block_K:(k + 1) * block_K,
-                                         tile[0] * block_N:(tile[0] + 1) * block_N], B_shared[s, :, :],
-                                       barrier=full[s])
-                            T.mbarrier_arrive(full[s])
-            else:  # the consumer warpgroups: wgmma, one step kept in flight
-                T.set_max_nreg(232, 1)
-                for i in T.serial(rounds):
-                    if block + i * num_sms < num_tiles:
-                        tile_at(block + i * num_sms, tile)
-                        T.clear(C_local)
-                        for k in T.serial(k_steps):
-                            step = i * k_steps + k
-                            s = step % num_stages
-                            T.mbarrier_wait_parity(full[s], (step // num_stages) & 1)
-                            T.wgmma_gemm(A_shared[s, :, :], B_shared[s, :, :], C_local,
-                                         policy=T.GemmWarpPolicy.FullRow)
-                            T.wait_wgmma(1)  # step k-1 has finished (step k may still run): its buffer goes back
-                            if k > 0:
-                                T.mbarrier_arrive(empty[(step + num_stages - 1) % num_stages])
-                        T.wait_wgmma(0)
-                        T.mbarrier_arrive(empty[(i * k_steps + k_steps - 1) % num_stages])  # the tile's last step
-                        T.tma_store_wait()  # the previous tile's store has finished reading C_shared
-                        T.sync_threads(1, consumers)  # (named barrier 1: the consumers only, not the producer)
-                        T.copy(C_local, C_shared)  # rounded to dtype
-                        T.sync_threads(1, consumers)
-                        # One TMA store, not waited for: it runs while the next tile is multiplied. Out-of-range
-                        # parts of a ragged edge are not written.
-                        T.tma_copy(C_shared, C[tile[1] * block_M:(tile[1] + 1) * block_M,
-                                               tile[0] * block_N:(tile[0] + 1) * block_N])
-                T.tma_store_wait()
+        if tx >= consumers:  # the producer warpgroup: TMA loads, num_stages steps ahead, tile after tile
+            T.set_max_nreg(40, 0)  # it needs few registers: give them to the consumers
+            for i in T.serial(rounds):
+                if block + i * num_sms < num_tiles:  # the last round may have no tile for this block
+                    tile_at(block + i * num_sms, tile)
+                    for k in T.serial(k_steps):
+                        step = i * k_steps + k  # this block's steps so far: which buffer, which round of it
+                        s = step % num_stages
+                        T.mbarrier_wait_parity(empty[s], ((step // num_stages) & 1) ^ 1)
+                        # Out-of-range rows and columns of a ragged edge read as zero (TMA fills them).
+                        T.tma_copy(A[tile[1] * block_M:(tile[1] + 1) * block_M,
+                                     k * block_K:(k + 1) * block_K], A_shared[s, :, :], barrier=full[s])
+                        T.tma_copy(B[k * block_K:(k + 1) * block_K,
+                                     tile[0] * block_N:(tile[0] + 1) * block_N], B_shared[s, :, :],
+                                   barrier=full[s])
+                        T.mbarrier_arrive(full[s])
+        else:  # the consumer warpgroups: wgmma, one step kept in flight
+            T.set_max_nreg(232, 1)
+            for i in T.serial(rounds):
+                if block + i * num_sms < num_tiles:
+                    tile_at(block + i * num_sms, tile)
+                    T.clear(C_local)
+                    for k in T.serial(k_steps):
+                        step = i * k_steps + k
+                        s = step % num_stages
+                        T.mbarrier_wait_parity(full[s], (step // num_stages) & 1)
+                        T.wgmma_gemm(A_shared[s, :, :], B_shared[s, :, :], C_local,
+                                     policy=T.GemmWarpPolicy.FullRow)
+                        T.wait_wgmma(1)  # step k-1 has finished (step k may still run): its buffer goes back
+                        if k > 0:
+                            T.mbarrier_arrive(empty[(step + num_stages - 1) % num_stages])
+                    T.wait_wgmma(0)
+                    T.mbarrier_arrive(empty[(i * k_steps + k_steps - 1) % num_stages])  # the tile's last step
+                    if epilogue is not None:
+                        # The epilogue, on the fp32 accumulator in registers: each thread touches only the
+                        # elements it holds, while the producer already loads the next tile's first steps.
+                        for r, c in T.Parallel(block_M, block_N):
+                            C_local[r, c] = epilogue(C_local[r, c], tile[0] * block_N + c, extra)
+                    T.tma_store_wait()  # the previous tile's store has finished reading C_shared
+                    T.sync_threads(1, consumers)  # (named barrier 1: the consumers only, not the producer)
+                    T.copy(C_local, C_shared)  # rounded to dtype
+                    T.sync_threads(1, consumers)
+                    # One TMA store, not waited for: it runs while the next tile is multiplied. Out-of-range
+                    # parts of a ragged edge are not written.
+                    T.tma_copy(C_shared, C[tile[1] * block_M:(tile[1] + 1) * block_M,
+                                           tile[0] * block_N:(tile[0] + 1) * block_N])
+            T.tma_store_wait()
 
-    return main
+    return tiles
 
 
 # ---- What the playground needs to know about this kernel -------------------------------------------------------
