@@ -184,13 +184,14 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
 DTYPES = ["float16", "bfloat16"]
 
 # Tile parameters worth searching; the factory's defaults above are the shipped config, tuned on an H200
-# (bench/README.md). 256-wide tiles in both M and N, or 4 stages of them, do not fit in shared memory; with 256
-# threads the two consumer warpgroups split block_M, so block_M = 64 needs threads = 128.
+# (bench/README.md). 256-wide tiles in both M and N, or 4 stages of them, do not fit in shared memory (6 and 8
+# stages fit smaller tiles only: `deepest_pipeline`); with 256 threads the two consumer warpgroups split block_M,
+# so block_M = 64 needs threads = 128.
 SPACE = {
     "block_M": [64, 128, 256],
     "block_N": [64, 128, 192, 256],
     "block_K": [32, 64],
-    "num_stages": [2, 3, 4],
+    "num_stages": [2, 3, 4, 6, 8],
     "threads": [128, 256],
     "swizzle_panel": [0, 8, 16],
 }
@@ -219,10 +220,23 @@ def shape_class(M, N, K):
 
 # The tiles the rule picks from: (block_M, block_N, threads, num_stages, speed of a full round of them relative to
 # 128 × 256, measured on the H200 from 4096³ to 8192³; 128 × 192 on an H100 at 3072³, 4096³ and 8192 × 8192 × 1024).
-# A smaller tile reuses each operand it fetches less, so it keeps a fourth stage in flight (64 × 128 tiles: 0.61 of
-# 128 × 256 with 4 stages, 0.44 with 3). 192 columns are a legal wgmma width (any multiple of 8 up to 256): a step
-# between 128 and 256 for outputs whose tiles of either leave a round part-empty.
-TILES = [(128, 256, 256, 3, 1.00), (128, 192, 256, 4, 0.98), (128, 128, 256, 4, 0.98), (64, 128, 128, 4, 0.61)]
+# Each keeps as many stages in flight as fit in shared memory beside its output tile (`deepest_pipeline`): a smaller
+# tile reuses each operand it fetches less, so it needs more of them (64 × 128 tiles: 0.61 of 128 × 256 with 4
+# stages, 0.44 with 3; at 1024³, 8 stages instead of 4 took it from 0.92× to 1.05× cuBLAS on an H100). 192 columns
+# are a legal wgmma width (any multiple of 8 up to 256): a step between 128 and 256 for outputs whose tiles of
+# either leave a round part-empty.
+SHARED_MEMORY = 227 * 1024  # what one block may use on an H100 or H200
+
+
+def deepest_pipeline(block_M, block_N, block_K=64, element_size=2, most=8):
+    """The most stages of A and B tiles that fit in shared memory beside the output tile (and a little for the
+    barriers), at most `most`."""
+    stage = (block_M * block_K + block_K * block_N) * element_size
+    return max(2, min(most, (SHARED_MEMORY - block_M * block_N * element_size - 1024) // stage))
+
+
+TILES = [(128, 256, 256, deepest_pipeline(128, 256), 1.00), (128, 192, 256, deepest_pipeline(128, 192), 0.98),
+         (128, 128, 256, deepest_pipeline(128, 128), 0.98), (64, 128, 128, deepest_pipeline(64, 128), 0.61)]
 
 
 def pick_config(M, N, K, num_sms=132, tiles=TILES):
@@ -245,6 +259,12 @@ def pick_config(M, N, K, num_sms=132, tiles=TILES):
         rounds = -(-count // num_sms)
         return rounds * block_M * block_N / speed
 
+    # An output with at most 256 rows or columns (128 × 8192 × 8192, 16384 × 256 × 4096) reads its large operand
+    # once, straight through, and the tensor cores wait for memory: what counts is how many bytes each SM has in
+    # flight, and 128 × 256 tiles have room for 3 stages only (16384 × 256 × 4096 on an H100: 0.89× cuBLAS in
+    # 128 × 256 tiles, 0.98× in 128 × 128 tiles with 6 stages, although that takes two rounds).
+    if min(M, N) <= 256:
+        tiles = [t for t in tiles if t[:2] != (128, 256)] or tiles
     block_M, block_N, threads, num_stages, _ = min(tiles, key=lambda t: time(t[0], t[1], t[4]))
     return {"block_M": block_M, "block_N": block_N, "threads": threads, "num_stages": num_stages}
 

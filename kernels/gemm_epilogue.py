@@ -100,7 +100,7 @@ SPACE = {
     "block_M": [64, 128, 256],
     "block_N": [64, 128, 192, 256],
     "block_K": [32, 64],
-    "num_stages": [2, 3, 4],
+    "num_stages": [2, 3, 4, 6, 8],
     "threads": [128, 256],
     "swizzle_panel": [0, 8, 16],
 }

@@ -158,20 +158,34 @@ def ctas_per_row(N, dtype="float16"):
 
 
 def shape_class(N, dtype):
-    """Rows over 1, 2, 4, 8 or 16 CTAs: a config tuned for one layout says little about another."""
+    """Rows over 1, 2, 4, 8 or 16 CTAs, and over a cluster, CTAs of 128 or 256 threads (`threads_for`): a config
+    tuned for one layout says little about another (4096 × 32768 tuned over two CTAs of 256 threads, 8 vectors a
+    thread, is no guide for 11111 columns over two CTAs, 3 vectors a thread at 256)."""
     ctas = ctas_per_row(N, dtype)
-    return f"rows over {ctas} CTA" + ("s" if ctas > 1 else "")
+    if ctas == 1:
+        return "rows over 1 CTA"
+    return f"rows over {ctas} CTAs of {threads_for(N, dtype)} threads"
+
+
+def threads_for(N, dtype):
+    vector = 16 // element_size(dtype)  # elements in one 16-byte access
+    ctas = ctas_per_row(N, dtype)
+    if ctas > 1:
+        # A CTA of a cluster holds its share of the row as whole vectors: at least 4 a thread (softmax_long.py; on
+        # an H100, 2 CTAs of 11111 columns ran at 0.99 of copy bandwidth with 128 threads, 6 vectors each, and
+        # 0.91 with 256, 3 each).
+        return 256 if N >= ctas * 4 * 256 * vector else 128
+    # Every thread at least two 16-byte accesses of the row, so that each has a second load in flight while the
+    # first arrives: 256 threads from 4096 fp16 columns up, 128 below (at 2048: 0.94 of copy bandwidth against
+    # 0.78 with 256, each thread then waiting on a single load).
+    return 256 if N >= 2 * 256 * vector else 128
 
 
 def pick_config(N, dtype):
     """The config for rows of N when none is set, tuned or preset (playground/engine/config_choice.py)."""
-    vector = 16 // element_size(dtype)  # elements in one 16-byte access
     return {
         "cluster": ctas_per_row(N, dtype),  # (why: above)
-        # Every thread at least two 16-byte accesses of the row, so that each has a second load in flight while the
-        # first arrives: 256 threads from 4096 fp16 columns up, 128 below (at 2048: 0.94 of copy bandwidth against
-        # 0.78 with 256, each thread then waiting on a single load).
-        "threads": 256 if N >= 2 * 256 * vector else 128,
+        "threads": threads_for(N, dtype),  # (why: there)
         # At least 2048 elements a block: short rows share one, held together (softmax_short_rows: 1024 columns two
         # rows a block, 512 four), so a block's fixed costs (its launch, the two reductions' barriers) are paid for
         # enough bytes (at 1024, two rows a block walked one by one already gave 0.93 of copy bandwidth against

@@ -75,8 +75,10 @@ def softmax_cluster(M, N, dtype="bfloat16", cluster=4, threads=256):
         with T.ClusterKernel(cluster, M, cluster_dims=(cluster, 1, 1), threads=threads) as (bx, row):
             T.annotate_pass_configs({"tl.enable_fast_math": True})  # exp2 as ex2.approx.ftz, no denormal fix-ups
             # Registers for three CTAs of 256 threads an SM (80 a thread), so that while one CTA waits on its
-            # cluster the others load; left to itself ptxas took 89 at 50257 columns, and two CTAs an SM.
-            T.annotate_min_blocks_per_sm(max(1, 768 // threads))
+            # cluster the others load; left to itself ptxas took 89 at 50257 columns, and two CTAs an SM. Past 64
+            # values a thread that would spill: two CTAs then (at 151936 columns, 10 vectors a thread over 8 CTAs
+            # ran at 0.74 of copy bandwidth under the cap of three).
+            T.annotate_min_blocks_per_sm(max(1, (768 if K * V <= 64 else 512) // threads))
             X_flat = T.Tensor((M * N,), dtype, X.data)  # the same memory, one index
             Y_flat = T.Tensor((M * N,), dtype, Y.data)
             tx = T.get_thread_binding()
