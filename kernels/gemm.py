@@ -92,9 +92,8 @@ def gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages,
 def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages, consumers, swizzle_panel, num_sms,
                            epilogue=None):
     """The body of `gemm_warp_specialized`, shared with kernels/gemm_epilogue.py: block `block` of num_sms walks its
-    tiles of C = A @ B. `epilogue(value, column, extra)`, when given, builds the expression each fp32 element of a
-    finished tile becomes before it is rounded and stored (`column`: its column of C; `extra`: the macro's last
-    argument, a buffer the epilogue reads, such as a bias)."""
+    tiles of C = A @ B. `epilogue(value, column, extra)`, if given, is what each fp32 element of a finished tile
+    becomes before it is rounded and stored (`extra`: the macro's last argument, a buffer such as a bias)."""
     accum_dtype = "float32"
     k_steps = T.ceildiv(K, block_K)
     m_tiles, n_tiles = -(-M // block_M), -(-N // block_N)
@@ -220,17 +219,15 @@ def shape_class(M, N, K):
 
 # The tiles the rule picks from: (block_M, block_N, threads, num_stages, speed of a full round of them relative to
 # 128 × 256, measured on the H200 from 4096³ to 8192³; 128 × 192 on an H100 at 3072³, 4096³ and 8192 × 8192 × 1024).
-# Each keeps as many stages in flight as fit in shared memory beside its output tile (`deepest_pipeline`): a smaller
-# tile reuses each operand it fetches less, so it needs more of them (64 × 128 tiles: 0.61 of 128 × 256 with 4
-# stages, 0.44 with 3; at 1024³, 8 stages instead of 4 took it from 0.92× to 1.05× cuBLAS on an H100). 192 columns
-# are a legal wgmma width (any multiple of 8 up to 256): a step between 128 and 256 for outputs whose tiles of
-# either leave a round part-empty.
+# Each keeps as many stages as fit in shared memory beside its output tile (`deepest_pipeline`): a smaller tile
+# reuses what it fetches less, so needs more in flight (64 × 128: 0.61 of 128 × 256 with 4 stages, 0.44 with 3; at
+# 1024³ 8 stages instead of 4 gave 1.05× cuBLAS instead of 0.92× on an H100). 192 columns are a legal wgmma width:
+# a step between 128 and 256 for outputs whose tiles of either leave a round part-empty.
 SHARED_MEMORY = 227 * 1024  # what one block may use on an H100 or H200
 
 
 def deepest_pipeline(block_M, block_N, block_K=64, element_size=2, most=8):
-    """The most stages of A and B tiles that fit in shared memory beside the output tile (and a little for the
-    barriers), at most `most`."""
+    """The most stages of A and B tiles (at most `most`) that fit in shared memory beside the output tile."""
     stage = (block_M * block_K + block_K * block_N) * element_size
     return max(2, min(most, (SHARED_MEMORY - block_M * block_N * element_size - 1024) // stage))
 

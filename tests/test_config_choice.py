@@ -66,14 +66,26 @@ def test_the_default_off_the_presets_comes_from_the_kernel_files_rule(own_data, 
 def test_the_gemm_rule_keeps_its_large_tile_where_the_last_round_is_full_and_not_where_it_is_not(own_data):
     gemm = loader.load("gemm")
     large = [dict(M=4096, N=4096, K=4096), dict(M=8192, N=8192, K=8192), dict(M=4096, N=14336, K=4096),
-             dict(M=6144, N=6144, K=6144), dict(M=16384, N=256, K=4096)]
+             dict(M=6144, N=6144, K=6144)]
     for problem in large:
         tile = gemm.resolve(problem).tile
         assert (tile["block_M"], tile["block_N"]) == (128, 256), problem
-    # off the 128 × 256 grid of rounds: a smaller tile, and the fourth stage that a smaller tile needs
-    for problem in (dict(M=3072, N=3072, K=3072), dict(M=2048, N=11008, K=4096), dict(M=128, N=8192, K=8192)):
+    # Off the 128 × 256 grid of rounds, and on outputs of at most 256 rows or columns (which stream their large
+    # operand from memory): a smaller tile, with as many stages as shared memory holds, more than 128 × 256's 3.
+    for problem in (dict(M=3072, N=3072, K=3072), dict(M=2048, N=11008, K=4096), dict(M=128, N=8192, K=8192),
+                    dict(M=16384, N=256, K=4096), dict(M=256, N=16384, K=4096)):
         tile = gemm.resolve(problem).tile
-        assert tile["block_M"] * tile["block_N"] < 128 * 256 and tile["num_stages"] == 4, problem
+        assert tile["block_M"] * tile["block_N"] < 128 * 256, problem
+        assert tile["num_stages"] == gemm.module.deepest_pipeline(tile["block_M"], tile["block_N"]) > 3, problem
+
+
+def test_the_deepest_pipeline_fits_in_shared_memory_and_the_shipped_tiles_keep_theirs():
+    from kernels.gemm import SHARED_MEMORY, TILES, deepest_pipeline
+    for block_M, block_N, _, stages, _ in TILES:
+        assert stages == deepest_pipeline(block_M, block_N)
+        used = stages * (block_M + block_N) * 64 * 2 + block_M * block_N * 2
+        assert used <= SHARED_MEMORY and used + (block_M + block_N) * 64 * 2 > SHARED_MEMORY or stages == 8
+    assert [t[3] for t in TILES] == [3, 4, 6, 8]  # 128 × 256, 128 × 192, 128 × 128, 64 × 128
 
 
 def test_the_rule_follows_the_problem_not_one_fixed_config(own_data):
