@@ -66,14 +66,14 @@ def test_the_default_off_the_presets_comes_from_the_kernel_files_rule(own_data, 
 def test_the_gemm_rule_keeps_its_large_tile_where_the_last_round_is_full_and_not_where_it_is_not(own_data):
     gemm = loader.load("gemm")
     large = [dict(M=4096, N=4096, K=4096), dict(M=8192, N=8192, K=8192), dict(M=4096, N=14336, K=4096),
-             dict(M=6144, N=6144, K=6144)]
+             dict(M=6144, N=6144, K=6144), dict(M=256, N=16384, K=4096)]
     for problem in large:
         tile = gemm.resolve(problem).tile
         assert (tile["block_M"], tile["block_N"]) == (128, 256), problem
-    # Off the 128 × 256 grid of rounds, and on outputs of at most 256 rows or columns (which stream their large
-    # operand from memory): a smaller tile, with as many stages as shared memory holds, more than 128 × 256's 3.
+    # Off the 128 × 256 grid of rounds, and on outputs of at most 256 columns (which stream A from memory): a
+    # smaller tile, with as many stages as shared memory holds, more than 128 × 256's 3.
     for problem in (dict(M=3072, N=3072, K=3072), dict(M=2048, N=11008, K=4096), dict(M=128, N=8192, K=8192),
-                    dict(M=16384, N=256, K=4096), dict(M=256, N=16384, K=4096)):
+                    dict(M=16384, N=256, K=4096)):
         tile = gemm.resolve(problem).tile
         assert tile["block_M"] * tile["block_N"] < 128 * 256, problem
         assert tile["num_stages"] == gemm.module.deepest_pipeline(tile["block_M"], tile["block_N"]) > 3, problem
@@ -96,10 +96,11 @@ def test_the_rule_follows_the_problem_not_one_fixed_config(own_data):
     assert [tiles[n]["cluster"] for n in sizes[2:]] == [1, 1, 2, 4, 8, 16]
 
 
-def test_rows_off_16_byte_boundaries_take_the_cluster_schedule_from_8192_columns(own_data):
+def test_rows_off_16_byte_boundaries_take_the_cluster_schedule_from_4096_columns(own_data):
     # A block of its own loads such a row 2 bytes at a time; the cluster schedule keeps 16-byte loads for it.
     softmax = loader.load("softmax")
-    assert [softmax.module.ctas_per_row(n, "bfloat16") for n in (4001, 11111, 11112, 20001)] == [1, 2, 1, 2]
+    assert [softmax.module.ctas_per_row(n, "bfloat16") for n in (4001, 5001, 8191, 11111, 11112, 20001)] == [
+        1, 2, 2, 2, 1, 2]
     assert softmax.module.ctas_per_row(11110, "float32") == 2 and softmax.module.ctas_per_row(11112, "float32") == 1
     assert softmax.resolve(dict(M=4096, N=11111)).tile["cluster"] == 2  # the rule's, or the table's of that class
 
