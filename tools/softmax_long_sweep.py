@@ -16,7 +16,6 @@ measured in the same run, its speed against torch.softmax, and the rule's pick (
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 from pathlib import Path
@@ -54,7 +53,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from kernels.softmax import pick_config
-    from playground.engine.bench import git_commit
+    from playground.engine.bench import run_stamp
     from playground.engine.compile import resolve_arch
     from playground.engine.kernel import Config, load
     from playground.engine.measure import MeasureOptions, Measurer, new_seed, rates
@@ -94,10 +93,7 @@ def main() -> int:
         print(json.dumps(row), flush=True)
     record = {"what": "kernels/softmax_long.py over (CTAs a row, threads a CTA), beside torch.softmax, "
                       "verified at the timed size (tools/softmax_long_sweep.py)",
-              "device": gpu["name"], "driver": gpu.get("driver"), "torch": gpu.get("torch"),
-              "clocks_mhz": gpu.get("clocks_mhz"),
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "commit": git_commit(), "copy_gbps": ceil["copy_gbps"], "rows": rows}
+              **run_stamp(measurer), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"\n{'N':>7} {'CTAs':>4} {'thr':>4} {'vec':>3} {'ms':>8} {'of copy':>7} {'x torch':>7}  rule")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import sys
 from pathlib import Path
@@ -34,7 +33,7 @@ def main() -> int:
     ap.add_argument("--budget-ms", type=float, default=300.0)
     args = ap.parse_args()
 
-    from playground.engine.bench import git_commit
+    from playground.engine.bench import run_stamp
     from playground.engine.compile import resolve_arch
     from playground.engine.errors import StageError
     from playground.engine.kernel import load
@@ -49,7 +48,7 @@ def main() -> int:
     except StageError as err:
         print(err.message, file=sys.stderr)
         return 1
-    ceil, gpu = measurer.ceilings, measurer.device_info()
+    ceil = measurer.ceilings
     kernels = {name: load(name) for name in dict.fromkeys(name for name, _ in plan)}
     configs = [kernels[name].resolve(request) for name, request in plan]
     for name, kernel in kernels.items():  # everything compiled first, in parallel
@@ -70,10 +69,7 @@ def main() -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     record = {"what": "configurations timed against their kernels' baselines (tools/trial.py)",
-              "device": gpu["name"], "driver": gpu.get("driver"), "torch": gpu.get("torch"),
-              "clocks_mhz": gpu.get("clocks_mhz"),
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "commit": git_commit(), "copy_gbps": ceil["copy_gbps"], "rows": rows}
+              **run_stamp(measurer), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print()

@@ -105,6 +105,15 @@ def git_commit() -> str | None:
         return None
 
 
+def run_stamp(measurer: Measurer, commit: str | None = None) -> dict:
+    """What every benchmark record says of its run: the GPU, its driver and clocks, torch, when, at which commit,
+    and the copy bandwidth measured in the same run (the ratios' ceiling)."""
+    gpu = measurer.device_info()
+    return {"device": gpu["name"], "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "commit": commit or git_commit(), "clocks_mhz": gpu.get("clocks_mhz"), "driver": gpu.get("driver"),
+            "torch": gpu.get("torch"), "copy_gbps": measurer.ceilings["copy_gbps"]}
+
+
 def pick_baseline(kernel, fragment: str) -> str:
     """The one name among the kernel's baselines, the benchmark's own included, that contains `fragment`."""
     every = kernel.baseline_functions(bench=True)
@@ -150,9 +159,7 @@ def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None,
     ceil = measurer.ceilings
     gpu = measurer.device_info()
     log(f"{gpu['name']}: copy {ceil['copy_gbps']:.0f} GB/s, cuBLAS {ceil['matmul_tflops']}")
-    stamp = {"device": gpu["name"], "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-             "commit": commit or git_commit(), "clocks_mhz": gpu.get("clocks_mhz"), "driver": gpu.get("driver"),
-             "torch": gpu.get("torch"), "copy_gbps": ceil["copy_gbps"]}
+    stamp = run_stamp(measurer, commit)
     kernels, load_errors = {}, {}
     for name in dict.fromkeys(t[0] for t in targets):
         try:
