@@ -126,10 +126,10 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
     resources = page.inner_text("#pg-resources")
     for label in ("Registers", "Shared memory", "Spills", "Threads", "Grid"):
         assert label in resources, resources
-    # 4 stages of 64 × 64 A and B tiles (the rule gives a small tile a fourth stage) and one 64 × 64 C tile, in
-    # fp16: block_N=64 reached the engine (the rule picks 128 at 256³), and block_M=64 is the rule's pick for a
-    # problem this small, shown under its control
-    assert "72 KiB dynamic" in resources, resources
+    # 8 stages of 64 × 64 A and B tiles (the rule gives a small tile as many stages as shared memory holds for its
+    # own 64 × 128 one) and one 64 × 64 C tile, in fp16: block_N=64 reached the engine (the rule picks 128 at
+    # 256³), and block_M=64 is the rule's pick for a problem this small, shown under its control
+    assert "136 KiB dynamic" in resources, resources
     assert "tile config: auto → block_M=64" in resources and "block_N set by you" in resources, resources
     assert "auto → 64" in slot(page, "block_M").inner_text(), slot(page, "block_M").inner_text()
     assert "set by you" in slot(page, "block_N").inner_text() and "auto →" not in slot(page, "block_N").inner_text()
