@@ -109,7 +109,7 @@ def test_persistent_flash_attention_verifies_when_query_blocks_outnumber_the_sms
     ("softmax", dict(M=32768, N=2048)),        # 128 threads, two loads each
     ("softmax", dict(M=2048, N=50257)),        # rows off 16-byte boundaries, over 4-CTA clusters
     ("softmax", dict(M=4096, N=5001)),         # the same, short: 2 CTAs of 128 threads
-    ("gemm_epilogue", dict(M=4096, N=11008, K=4096, activation="gelu")),  # warp-specialized, 128 × 128 tiles
+    ("gemm_epilogue", dict(M=4096, N=11008, K=4096)),  # warp-specialized, 128 × 128 tiles, six stages
     ("softmax", dict(M=512, N=262144)),        # 16-CTA clusters
     ("gemm", dict(M=3072, N=3072, K=3072)),    # 128 × 128 tiles, four stages
     ("gemm", dict(M=128, N=8192, K=8192)),     # 64 × 128 tiles, four stages
