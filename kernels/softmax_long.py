@@ -39,7 +39,11 @@ def softmax_cluster(M, N, dtype="bfloat16", cluster=4, threads=256):
     per_cta = -(-row_vectors // cluster)  # vectors a CTA takes
     K = -(-per_cta // threads)  # vectors a thread holds: K * V values in registers
     warps = threads // 32
-    index = "int64" if M * N >= 2**31 else "int32"  # element indices in the flat array
+    if M * N < V:
+        raise ValueError(f"a row over a cluster needs at least one 16-byte vector in the tensor ({V} elements), "
+                         f"and {M} × {N} has {M * N}: take cluster=1")
+    # Element indices in the flat array; the last row's CTAs look up to a share's width past the tensor's end.
+    index = "int64" if M * N + cluster * K * threads * V >= 2**31 else "int32"
 
     @T.macro
     def cta_reduce(value, scratch, which, op):
@@ -123,7 +127,8 @@ def softmax_cluster(M, N, dtype="bfloat16", cluster=4, threads=256):
                     for e in T.unroll(V):
                         i = v * V + e
                         if (M * N) % V != 0:  # the tensor ends inside a vector, read above as the one before it
-                            x[k * V + e] = T.if_then_else(v >= whole_vectors and i < M * N, X_flat[i], x[k * V + e])
+                            x[k * V + e] = T.if_then_else(v == whole_vectors and e < (M * N) % V, X_flat[i],
+                                                          x[k * V + e])
                         x[k * V + e] = T.if_then_else(v < last and i >= start and i < end, x[k * V + e],
                                                       -T.infinity(accum_dtype))
 
