@@ -48,11 +48,12 @@ def gemm_epilogue(M=4096, N=4096, K=4096, dtype="float16",
     # the kernels package once its __main__ block has put it on the path).
     from kernels.gemm import pipelined_k_loop, warp_specialized_tiles
 
-    if warp_specialized:
-        # Columns past N (a ragged last tile) take bias 0; they are never stored.
-        def bias_and_act(value, column, Bias):
-            return act(value + T.if_then_else(column < N, Bias[column], 0))
+    # What each fp32 element of a finished tile becomes, in either schedule. Columns past N (a ragged last tile)
+    # take bias 0; they are never stored.
+    def bias_and_act(value, column, Bias):
+        return act(value + T.if_then_else(column < N, Bias[column], 0))
 
+    if warp_specialized:
         tiles = warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel,
                                        num_sms, epilogue=bias_and_act)
 
@@ -82,11 +83,8 @@ def gemm_epilogue(M=4096, N=4096, K=4096, dtype="float16",
             k_loop(A, B, A_shared, B_shared, C_local, bx, by)  # the main loop: C_local = this tile of A @ B
 
             # The epilogue, on the fp32 accumulator in registers: each thread touches only the elements it holds.
-            # Columns past N (a ragged last tile) take bias 0; they are never stored.
             for i, j in T.Parallel(block_M, block_N):
-                C_local[i, j] += T.if_then_else(bx * block_N + j < N, Bias[bx * block_N + j], 0)
-            for i, j in T.Parallel(block_M, block_N):
-                C_local[i, j] = act(C_local[i, j])
+                C_local[i, j] = bias_and_act(C_local[i, j], bx * block_N + j, Bias)
             T.copy(C_local, D_shared)  # rounded to dtype
             T.copy(D_shared, D[by * block_M, bx * block_N])  # one TMA store; out-of-range parts are not written
 

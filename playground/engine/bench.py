@@ -157,9 +157,8 @@ def bench(targets=TARGETS, budget_ms: float = 1500.0, commit: str | None = None,
     options = MeasureOptions(resolve_arch(None), new_seed(), baselines=True, check_shapes=False, budget_ms=budget_ms)
     measurer = open_measurer(options)
     ceil = measurer.ceilings
-    gpu = measurer.device_info()
-    log(f"{gpu['name']}: copy {ceil['copy_gbps']:.0f} GB/s, cuBLAS {ceil['matmul_tflops']}")
     stamp = run_stamp(measurer, commit)
+    log(f"{stamp['device']}: copy {ceil['copy_gbps']:.0f} GB/s, cuBLAS {ceil['matmul_tflops']}")
     kernels, load_errors = {}, {}
     for name in dict.fromkeys(t[0] for t in targets):
         try:
