@@ -232,6 +232,19 @@ def test_gemm_for_hopper_keeps_one_wgmma_step_in_flight_and_stays_resident():
     assert "wgmma.wait_group.sync.aligned 1;" not in plain["ptx"] and plain["resources"]["grid"][:2] == tiles
 
 
+def test_split_k_gemm_runs_a_cluster_a_tile_and_adds_the_parts_from_sm_to_sm():
+    k = loader.load("gemm")
+    config = k.resolve({"M": 128, "N": 8192, "K": 8192})  # 64 tiles of 128 × 128: the rule splits K in two
+    assert config.tile["split_k"] == 2
+    r = compile_kernel(k, config, "sm_90a")
+    assert r["resources"]["grid"][:2] == [128, 1]  # two CTAs a tile, not one block an SM
+    assert "cp.async.bulk.shared::cluster.shared::cta" in r["ptx"]  # the parts go SM to SM, not through memory
+    # A split that cannot fit in shared memory is refused before nvcc, saying what to change.
+    with pytest.raises(StageError) as err:
+        compile_kernel(k, k.resolve({"M": 128, "N": 8192, "K": 8192, "split_k": 4, "num_stages": 6}), "sm_90a")
+    assert "shared memory" in err.value.message and "fewer stages" in err.value.message
+
+
 def test_non_causal_flash_attention_ships_the_persistent_schedule_and_causal_the_grid():
     # Non-causal query blocks are all one length, so one block per SM walks them (its producer loads the next Q
     # while the consumers finish this block); causal ones differ, and the GPU's block scheduler balances them.

@@ -112,7 +112,8 @@ def test_persistent_flash_attention_verifies_when_query_blocks_outnumber_the_sms
     ("gemm_epilogue", dict(M=4096, N=11008, K=4096)),  # warp-specialized, 128 × 128 tiles, six stages
     ("softmax", dict(M=512, N=262144)),        # 16-CTA clusters
     ("gemm", dict(M=3072, N=3072, K=3072)),    # 128 × 192 tiles, four stages
-    ("gemm", dict(M=128, N=8192, K=8192)),     # 64 × 128 tiles, eight stages
+    ("gemm", dict(M=128, N=8192, K=8192)),     # 128 × 128 tiles, K split over clusters of 2
+    ("gemm", dict(M=128, N=4096, K=4096)),     # the same, clusters of 4
     ("gemm", dict(M=16384, N=256, K=4096)),    # 128 × 128 tiles, six stages (an output of 256 columns)
 ])
 def test_the_rules_configs_off_the_presets_verify_on_every_check_shape(name, problem):
@@ -175,6 +176,26 @@ def test_flash_attention_gives_the_same_bits_on_every_launch_at_the_bench_size(p
     from playground.engine.measure import Runner
     k = loader.load("flash_attention")
     config = k.resolve({"preset": preset})  # with the tile the preset ships
+    r = Runner(k, config, parallel.build_jit(k, config, None), 0)
+    assert r.check()["passed"]
+    first = r.outputs[0].clone()
+    for _ in range(5):
+        r()
+        torch.cuda.synchronize()
+        assert torch.equal(r.outputs[0], first), "a relaunch changed the output"
+
+
+@pytest.mark.parametrize("split_k, num_stages", [(2, 4), (4, 3)])
+def test_split_k_gemm_verifies_on_ragged_shapes_and_gives_the_same_bits_on_every_launch(split_k, num_stages):
+    # The CTAs of a cluster add their parts of K through shared memory: a slice sent before its receiver is ready,
+    # or read before it has landed, would show as a wrong tile or as outputs that change from launch to launch.
+    import torch
+    from playground.engine import parallel_compile as parallel
+    from playground.engine.measure import Runner
+    tile = dict(block_M=128, block_N=128, num_stages=num_stages, split_k=split_k)
+    assert_verified(run("gemm", M=1000, N=1048, K=3000, **tile))  # ragged in M and N, K not a multiple of 64
+    k = loader.load("gemm")
+    config = k.resolve(dict(M=128, N=8192, K=8192, dtype="bfloat16", **tile))
     r = Runner(k, config, parallel.build_jit(k, config, None), 0)
     assert r.check()["passed"]
     first = r.outputs[0].clone()
