@@ -30,6 +30,16 @@ def persistent_forward(fa, fence_wait, two_p, num_sms):
     num_tiles = q_blocks * heads * batch
     rounds = -(-num_tiles // num_sms)  # query blocks per block of the grid, at most
 
+    def unit(block, i):
+        # The query block that grid block `block` takes in round i. Non-causal: block + i × num_sms. Causal blocks
+        # differ in length (the last query block of a head the longest), so the rounds snake: even rounds hand out
+        # the units left to right, odd ones right to left, and a block that took a long unit in one round takes a
+        # short one in the next (with 132 SMs and 4 query blocks a head, a straight walk gave SM b the same length
+        # every round).
+        if not fa.causal:
+            return block + i * num_sms
+        return i * num_sms + T.if_then_else(i % 2 == 0, block, num_sms - 1 - block)
+
     @T.macro
     def tile_of(t, tile):
         # Consecutive t are the query blocks of one head: the 132 in flight at once read the keys and values of a
@@ -79,8 +89,8 @@ def persistent_forward(fa, fence_wait, two_p, num_sms):
             if tx >= threads:  # the producer warpgroup
                 T.set_max_nreg(24, 0)
                 for i in T.serial(rounds):
-                    if block + i * num_sms < num_tiles:
-                        tile_of(block + i * num_sms, tile)
+                    if unit(block, i) < num_tiles:
+                        tile_of(unit(block, i), tile)
                         n_tiles = fa.key_tiles(tile[0])
                         # Q of this query block, once the consumers' last S of the one before is done
                         T.mbarrier_wait_parity(q_empty[0], (i & 1) ^ 1)
@@ -110,8 +120,8 @@ def persistent_forward(fa, fence_wait, two_p, num_sms):
                                                  rescale=rescale, row_sum=row_sum, l=l, touch=None,
                                                  wg=0, steps=0))
                 for i in T.serial(rounds):
-                    if block + i * num_sms < num_tiles:
-                        tile_of(block + i * num_sms, tile)
+                    if unit(block, i) < num_tiles:
+                        tile_of(unit(block, i), tile)
                         n_tiles = fa.key_tiles(tile[0])
                         T.fill(acc_o, 0)
                         T.fill(l, 0)
