@@ -156,16 +156,16 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
     def finish_tile(C, C_local, C_shared, tile, extra):
         # The tile's epilogue and store, when this CTA holds all of it (split_k = 1).
         if epilogue is not None:
-            # The epilogue, on the fp32 accumulator in registers: each thread touches only the
-            # elements it holds, while the producer already loads the next tile's first steps.
+            # The epilogue, on the fp32 accumulator in registers: each thread touches only the elements it holds,
+            # while the producer already loads the next tile's first steps.
             for r, c in T.Parallel(block_M, block_N):
                 C_local[r, c] = epilogue(C_local[r, c], tile[0] * block_N + c, extra)
         T.tma_store_wait()  # the previous tile's store has finished reading C_shared
         T.sync_threads(1, consumers)  # (named barrier 1: the consumers only, not the producer)
         T.copy(C_local, C_shared)  # rounded to dtype
         T.sync_threads(1, consumers)
-        # One TMA store, not waited for: it runs while the next tile is multiplied. Out-of-range
-        # parts of a ragged edge are not written.
+        # One TMA store, not waited for: it runs while the next tile is multiplied. Out-of-range parts of a ragged
+        # edge are not written.
         T.tma_copy(C_shared, C[tile[1] * block_M:(tile[1] + 1) * block_M,
                                tile[0] * block_N:(tile[0] + 1) * block_N])
 
