@@ -41,6 +41,21 @@ def test_kernel_verifies_on_every_check_shape_and_is_timed_against_its_baselines
                     f"{r['gbps']:7.0f} GB/s  best baseline ratio {best:.2f}  worst rel error {worst:.2e}")
 
 
+def assert_same_bits_on_every_launch(k, config, launches=5):
+    """The kernel at `config` verifies, then gives bit for bit the same output on every relaunch on the same input: a
+    race between its warps or CTAs shows as outputs that change from launch to launch."""
+    import torch
+    from playground.engine import parallel_compile as parallel
+    from playground.engine.measure import Runner
+    r = Runner(k, config, parallel.build_jit(k, config, None), 0)
+    assert r.check()["passed"]
+    first = r.outputs[0].clone()
+    for _ in range(launches):
+        r()
+        torch.cuda.synchronize()
+        assert torch.equal(r.outputs[0], first), "a relaunch changed the output"
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16"])
 def test_gemm_bf16_verifies(dtype):
     r = run("gemm", dtype=dtype, M=2048, N=2048, K=2048)
@@ -171,38 +186,18 @@ def test_flash_attention_gives_the_same_bits_on_every_launch_at_the_bench_size(p
     # The overlapped loop reads K and V tiles with asynchronous wgmma while the producer refills the other stage;
     # a buffer handed back too early would show as outputs that change from launch to launch (as the softmax's
     # TMA race did), so relaunch on the same input and compare bits.
-    import torch
-    from playground.engine import parallel_compile as parallel
-    from playground.engine.measure import Runner
     k = loader.load("flash_attention")
-    config = k.resolve({"preset": preset})  # with the tile the preset ships
-    r = Runner(k, config, parallel.build_jit(k, config, None), 0)
-    assert r.check()["passed"]
-    first = r.outputs[0].clone()
-    for _ in range(5):
-        r()
-        torch.cuda.synchronize()
-        assert torch.equal(r.outputs[0], first), "a relaunch changed the output"
+    assert_same_bits_on_every_launch(k, k.resolve({"preset": preset}))  # with the tile the preset ships
 
 
 @pytest.mark.parametrize("split_k, num_stages", [(2, 4), (4, 3)])
 def test_split_k_gemm_verifies_on_ragged_shapes_and_gives_the_same_bits_on_every_launch(split_k, num_stages):
     # The CTAs of a cluster add their parts of K through shared memory: a slice sent before its receiver is ready,
     # or read before it has landed, would show as a wrong tile or as outputs that change from launch to launch.
-    import torch
-    from playground.engine import parallel_compile as parallel
-    from playground.engine.measure import Runner
     tile = dict(block_M=128, block_N=128, num_stages=num_stages, split_k=split_k)
     assert_verified(run("gemm", M=1000, N=1048, K=3000, **tile))  # ragged in M and N, K not a multiple of 64
     k = loader.load("gemm")
-    config = k.resolve(dict(M=128, N=8192, K=8192, dtype="bfloat16", **tile))
-    r = Runner(k, config, parallel.build_jit(k, config, None), 0)
-    assert r.check()["passed"]
-    first = r.outputs[0].clone()
-    for _ in range(5):
-        r()
-        torch.cuda.synchronize()
-        assert torch.equal(r.outputs[0], first), "a relaunch changed the output"
+    assert_same_bits_on_every_launch(k, k.resolve(dict(M=128, N=8192, K=8192, dtype="bfloat16", **tile)))
 
 
 def test_num_sms_follows_the_gpu_present():
