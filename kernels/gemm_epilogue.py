@@ -3,8 +3,8 @@
 A linear layer followed by its activation. Done as three PyTorch calls, the M × N result goes to memory and back
 twice more (once for the bias, once for the activation); cuBLAS can add the bias in its own epilogue (F.linear),
 which leaves one more trip for the activation. Here the whole GEMM is `gemm.py`'s: its warp-specialized persistent
-schedule on Hopper (`warp_specialized_tiles`), its T.Pipelined one elsewhere (`pipelined_k_loop`), both imported
-from there. What is new is what happens to the accumulator before it is stored: while the block_M × block_N tile of
+schedule on Hopper (`warp_specialized_tiles`, in gemm_hopper.py), its T.Pipelined one elsewhere (`pipelined_k_loop`),
+both imported. What is new is what happens to the accumulator before it is stored: while the block_M × block_N tile of
 A @ B is still in registers, in fp32, each thread adds the bias of its columns and applies the activation to its
 own elements; then the tile is rounded and written once. In the warp-specialized schedule the epilogue runs on the
 consumer warpgroups while the producer warpgroup already loads the next tile's first steps, so it costs a few
@@ -44,9 +44,10 @@ def gemm_epilogue(M=4096, N=4096, K=4096, dtype="float16",
         u = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
         return x / (1 + T.exp2(u * (-2 * LOG2E)))
 
-    # The GEMM is kernels/gemm.py's (imported here, not at the top, so that `python kernels/gemm_epilogue.py` finds
-    # the kernels package once its __main__ block has put it on the path).
-    from kernels.gemm import pipelined_k_loop, warp_specialized_tiles
+    # The GEMM is kernels/gemm.py's and gemm_hopper.py's (imported here, not at the top, so that `python
+    # kernels/gemm_epilogue.py` finds the kernels package once its __main__ block has put it on the path).
+    from kernels.gemm import pipelined_k_loop
+    from kernels.gemm_hopper import warp_specialized_tiles
 
     # What each fp32 element of a finished tile becomes, in either schedule. Columns past N (a ragged last tile)
     # take bias 0; they are never stored.

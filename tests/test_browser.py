@@ -154,12 +154,13 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
     assert "Line 1 made no CUDA" in page.wait_for_selector("#pg-cuda .pg-nomap").inner_text()
 
     # The cursor on a source line in the editor marks the CUDA generated from it (client-side, no request).
-    # (the editor draws only the lines near its viewport: scroll to the shipped schedule's wgmma line first)
-    line = next(i for i, text in enumerate((ROOT / "kernels" / "gemm.py").read_text().splitlines())
-                if "T.wgmma_gemm(A_shared" in text)
+    # (the editor draws only the lines near its viewport: scroll to the line of the shipped schedule's kernel, whose
+    # body, in kernels/gemm_hopper.py, the CUDA pane names by that file's lines)
+    mark = "C: T.Tensor((M, N), dtype)):  # (persistent)"
+    line = next(i for i, text in enumerate((ROOT / "kernels" / "gemm.py").read_text().splitlines()) if mark in text)
     page.evaluate("""(line) => { const s = document.querySelector('#pg-editor .cm-scroller');
         s.scrollTop = Math.max(0, line - 8) * s.querySelector('.cm-line').offsetHeight; }""", line)
-    page.locator("#pg-editor .cm-line", has_text="T.wgmma_gemm(A_shared").first.click()
+    page.locator("#pg-editor .cm-line", has_text=mark).first.click()
     page.wait_for_selector("#pg-cuda .pg-line.pg-sel")
     assert page.locator("#pg-cuda .pg-nomap").count() == 0
 

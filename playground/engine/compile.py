@@ -94,6 +94,7 @@ def split_line_directives_with_origins(cuda: str, user_file: str, source: str = 
     current: int | None = None
     origin: str | None = None
     last_user: int | None = None  # the last line a directive named in the user's file
+    in_module: str | None = None  # the kernel module line the last directive of a kernel file named, if not the user's
     for text in cuda.splitlines():
         m = LINE_DIRECTIVE.match(text)
         if m:
@@ -101,12 +102,17 @@ def split_line_directives_with_origins(cuda: str, user_file: str, source: str = 
             origin = None
             if named == user:
                 current = last_user = int(m.group(1))
+                in_module = None
+            elif named.endswith(".py") and os.path.dirname(named) in folders:  # a kernel module beside the user's
+                current = None
+                name = os.path.basename(named)
+                if files.setdefault(name, named) == named:  # a second file of that name stays unnamed
+                    origin = f"{name}:{int(m.group(1))}"
+                in_module = origin
+            elif in_module is not None:  # a library macro expanded for an operation of that module: its, too
+                current, origin = None, in_module
             else:
                 current = _operation_line(Path(m.group(2)).stem, user_lines, last_user)
-                if named.endswith(".py") and os.path.dirname(named) in folders:
-                    name = os.path.basename(named)
-                    if files.setdefault(name, named) == named:  # a second file of that name stays unnamed
-                        origin = f"{name}:{int(m.group(1))}"
             continue
         out.append(text)
         blank = text.strip() in ("}", "{", "")
@@ -306,8 +312,32 @@ def tilelang_error(exc: BaseException, user_file: str) -> StageError:
     if not re.match(r"^[\w.]*(Error|Exception)", message):
         message = f"{type(exc).__name__}: {message}"
     message = compact_target(message)
+    helper = _helper_location(text, user_file)
+    if helper is not None:  # in a file the kernel imports (kernels/gemm_hopper.py): named, at the user's import of it
+        path, line_there, import_line = helper
+        line_there = _line_of_named_op(message, path, line_there)
+        return StageError("tilelang", f"{message[:440]} (in {Path(path).name}, line {line_there})", import_line,
+                          clip(format_exception(exc)))
     line = user_line_from_text(text, user_file) or user_line_from_traceback(exc, user_file)
     return StageError("tilelang", message[:500], _line_of_named_op(message, user_file, line), clip(format_exception(exc)))
+
+
+def _helper_location(text: str, user_file: str) -> tuple[str, int, int | None] | None:
+    """TileLang's diagnostic points (`--> FILE:LINE:COL`) into a module the user's file imports, not into the file
+    itself: that module's path and line, and the line of the user's file that imports it (None if no line names
+    it). A line of the user's file chosen by the failing operation's or buffer's name would be another schedule's
+    (gemm.py's own A_shared, not gemm_hopper.py's). The message names the module by its name only: its path is a
+    server's folder."""
+    m = re.search(r"-->\s*(\S+?\.py):(\d+)", text)
+    if m is None or m.group(1) == user_file:
+        return None
+    module = Path(m.group(1)).stem
+    try:
+        lines = Path(user_file).read_text().splitlines()
+    except OSError:
+        lines = []
+    importing = re.compile(rf"^\s*(from\s+[\w.]*\b{re.escape(module)}\b\s+import|import\s+[\w.]*\b{re.escape(module)}\b)")
+    return m.group(1), int(m.group(2)), next((i for i, text in enumerate(lines, 1) if importing.match(text)), None)
 
 
 def compact_target(message: str) -> str:
@@ -344,6 +374,7 @@ def _line_of_named_op(message: str, user_file: str, line: int | None) -> int | N
 # TileLang errors worth a shorter message, a line and a hint
 HOPPER_ONLY = re.compile(r"wgmma|\bTMA\b|tma_|mbarrier|cp\.async\.bulk|setmaxnreg|warpgroup|fence_proxy", re.I)
 COPY_MISMATCH = re.compile(r"shape mismatch|s_extent == g_extent|extent.*mismatch", re.I)
+IN_HELPER = re.compile(r"\(in [\w.-]+\.py, line \d+\)$")
 
 
 def explain(err: StageError, kernel: Kernel, prim_func, arch: str) -> StageError:
@@ -356,6 +387,8 @@ def explain(err: StageError, kernel: Kernel, prim_func, arch: str) -> StageError
         return hopper_only(err, kernel, arch)
     if err.stage != "tilelang":
         return err
+    if IN_HELPER.search(err.message):  # (tilelang_error): the lines and buffers below are the user's file's, not its
+        return hopper_only(err, kernel, arch)
     err = copy_shapes_error(err, kernel)
     text = f"{err.message}\n{err.log}"
     if COPY_MISMATCH.search(err.message) and prim_func is not None:
