@@ -544,6 +544,10 @@ def test_lines_from_a_kernel_module_beside_the_file_are_named_by_that_module_and
     # TileLang's own files are never named: what they expand for the helper's operation (its T.copy) is the helper's
     # line, not a line of the user's file that happens to call T.copy too.
     assert line_map == [3, None, None] and origins == [None, "helper.py:2", "helper.py:2"]
+    # ... the module's next line that calls such an operation, as for the user's file: a wgmma after a barrier wait.
+    (tmp_path / "helper2.py").write_text("wait(full)\nT.wgmma_gemm(A_s, B_s, C)\n")
+    wgmma = f'#line 1 "{tmp_path}/helper2.py"\nwait;\n#line 640 "/site/tilelang/wgmma_macro_generator.py"\nwgmma;\n'
+    assert split_line_directives_with_origins(wgmma, str(tmp_path / "k.py"))[2] == ["helper2.py:1", "helper2.py:2"]
     assert origin_quotes(origins, files) == {"helper.py:2": "T.copy(K[0], K_s)"}
     # a module of the same name in another kernel folder is not quoted in its place
     (tmp_path / "other").mkdir()

@@ -94,7 +94,8 @@ def split_line_directives_with_origins(cuda: str, user_file: str, source: str = 
     current: int | None = None
     origin: str | None = None
     last_user: int | None = None  # the last line a directive named in the user's file
-    in_module: str | None = None  # the kernel module line the last directive of a kernel file named, if not the user's
+    in_module: tuple[str, int] | None = None  # the kernel module and line the last directive of a kernel file named,
+    module_lines: dict[str, list[str]] = {}  # if not the user's file; that module's lines
     for text in cuda.splitlines():
         m = LINE_DIRECTIVE.match(text)
         if m:
@@ -104,13 +105,20 @@ def split_line_directives_with_origins(cuda: str, user_file: str, source: str = 
                 current = last_user = int(m.group(1))
                 in_module = None
             elif named.endswith(".py") and os.path.dirname(named) in folders:  # a kernel module beside the user's
-                current = None
+                current, in_module = None, None
                 name = os.path.basename(named)
                 if files.setdefault(name, named) == named:  # a second file of that name stays unnamed
                     origin = f"{name}:{int(m.group(1))}"
-                in_module = origin
-            elif in_module is not None:  # a library macro expanded for an operation of that module: its, too
-                current, origin = None, in_module
+                    in_module = (name, int(m.group(1)))
+            elif in_module is not None:  # a library macro expanded for an operation of that module: that module's
+                name, after = in_module  # next line calling such an operation (as for the user's file below)
+                if name not in module_lines:
+                    try:
+                        module_lines[name] = Path(files[name]).read_text().splitlines()
+                    except OSError:
+                        module_lines[name] = []
+                current = None
+                origin = f"{name}:{_operation_line(Path(m.group(2)).stem, module_lines[name], after) or after}"
             else:
                 current = _operation_line(Path(m.group(2)).stem, user_lines, last_user)
             continue
