@@ -192,10 +192,11 @@ SPLIT_TILES = [(128, 128, 256, deepest_pipeline(128, 128, split_k=s), 0.98, s) f
 SPLIT_COST = 5 * 64
 
 
-def pick_config(M, N, K, num_sms=132, tiles=TILES, split=True):
+def pick_config(M, N, K, num_sms=132, tiles=TILES, split=False):
     """The config for an M × N × K product when none is set, tuned or preset (playground/engine/config_choice.py).
     `tiles`: the TILES to choose from (kernels/gemm_epilogue.py passes those its own SPACE has); `split`: whether
-    split K may be chosen (gemm_epilogue.py has no such schedule)."""
+    split K may be chosen. Off until split K has been timed against these tiles on a GPU (bench/README.md); till
+    then `split_k` is set by hand or found by `tune`, which verifies every config it times."""
     # TMA needs every row of A (K elements) and of B and C (N elements) to start on a 16-byte boundary (8 fp16 or
     # bf16 values). The hand-written schedule loads only by TMA, so other sizes (K = 2047) take the T.Pipelined one,
     # which then copies with cp.async; with 256-wide tiles that copy runs out of registers, 128-wide ones fit.

