@@ -248,7 +248,8 @@ def test_split_k_gemm_runs_a_cluster_a_tile_and_adds_the_parts_from_sm_to_sm():
     assert "cp.async.bulk.shared::cluster.shared::cta" in r["ptx"]  # the parts go SM to SM, not through memory
     # A split that cannot fit in shared memory is refused before nvcc, saying what to change.
     with pytest.raises(StageError) as err:
-        compile_kernel(k, k.resolve({"M": 128, "N": 8192, "K": 8192, "split_k": 4, "num_stages": 6}), "sm_90a")
+        compile_kernel(k, k.resolve({"M": 128, "N": 8192, "K": 8192, "block_M": 128, "block_N": 128, "split_k": 4,
+                                     "num_stages": 6}), "sm_90a")
     assert "shared memory" in err.value.message and "fewer stages" in err.value.message
 
 
