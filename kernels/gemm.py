@@ -34,11 +34,6 @@ def gemm(M=4096, N=4096, K=4096, dtype="float16",
             raise ValueError("split_k > 1 runs on the warp-specialized schedule only: set warp_specialized=True")
         return gemm_pipelined(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel)
     if split_k > 1:
-        needed = num_stages * (block_M + block_N) * block_K * 2 + output_bytes(block_M, block_N, 2, split_k)
-        if needed > SHARED_MEMORY - 1024:
-            raise ValueError(f"split_k={split_k} with {block_M} × {block_N} tiles and {num_stages} stages needs "
-                             f"{needed // 1024} KiB of shared memory (the fp32 tile and its slices included); a "
-                             f"block has {SHARED_MEMORY // 1024} KiB: take fewer stages or a smaller tile")
         return gemm_split_k(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, split_k)
     return gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel,
                                  num_sms)
@@ -103,6 +98,11 @@ def gemm_split_k(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads,
     if block_M % split_k:
         raise ValueError(f"split_k={split_k} CTAs each store block_M / split_k rows of a tile: "
                          f"block_M={block_M} is not a multiple of it")
+    needed = num_stages * stage_bytes(block_M, block_N, block_K) + output_bytes(block_M, block_N, 2, split_k)
+    if needed > SHARED_MEMORY - 1024:
+        raise ValueError(f"split_k={split_k} with {block_M} × {block_N} tiles and {num_stages} stages needs "
+                         f"{needed // 1024} KiB of shared memory (the fp32 tile and its slices included); a block "
+                         f"has {SHARED_MEMORY // 1024} KiB: take fewer stages or a smaller tile")
     from kernels.gemm_hopper import warp_specialized_tiles  # (imported here: see gemm_warp_specialized)
     num_tiles = -(-M // block_M) * -(-N // block_N)
     tiles = warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, 0, num_tiles,
@@ -165,6 +165,11 @@ def shape_class(M, N, K):
 SHARED_MEMORY = 227 * 1024  # what one block may use on an H100 or H200
 
 
+def stage_bytes(block_M, block_N, block_K=64, element_size=2):
+    """Shared memory for one stage of the pipeline: a tile of A and a tile of B."""
+    return (block_M * block_K + block_K * block_N) * element_size
+
+
 def output_bytes(block_M, block_N, element_size=2, split_k=1):
     """Shared memory for a finished tile: the tile for its store, or with split_k > 1 the fp32 tile in slices and
     the slots for the other CTAs' parts of this one's slice (schedule 3)."""
@@ -175,7 +180,7 @@ def output_bytes(block_M, block_N, element_size=2, split_k=1):
 
 def deepest_pipeline(block_M, block_N, block_K=64, element_size=2, most=8, split_k=1):
     """The most stages of A and B tiles (at most `most`) that fit in shared memory beside the output tile."""
-    stage = (block_M * block_K + block_K * block_N) * element_size
+    stage = stage_bytes(block_M, block_N, block_K, element_size)
     free = SHARED_MEMORY - output_bytes(block_M, block_N, element_size, split_k) - 1024
     return max(2, min(most, free // stage))
 
