@@ -15,8 +15,8 @@ H200: while the exps run, the tensor cores idle. The Hopper schedules that close
   softmax of tile k running while the tensor cores do P V of tile k-1; ping-pong (`pingpong`), the last tile's
   P V as one more pipelined step (`extra_step`), and three fixes for what the SASS showed (`fence_wait`, `two_p`,
   `lazy_rescale`).
-- `kernels/flash_attention_persistent.py` (`persistent=True`, the non-causal head-dim-128 presets): the same
-  steps, but one block per SM walks many query blocks, loading the next Q while it finishes this one.
+- `kernels/flash_attention_persistent.py` (`persistent=True`, head dim 128 unless causal past 4096 tokens): the
+  same steps, but one block per SM walks many query blocks, loading the next Q while it finishes this one.
 
 `flash_attention(...)` below picks the schedule and refuses option combinations no schedule implements.
 
@@ -228,15 +228,18 @@ def shape_class(dim, causal):
     return f"head dim {dim}" + (", causal" if causal else "")  # configs differ most by these two
 
 
-def pick_config(dim, causal):
+def pick_config(dim, causal, seq_len):
     """The config when none is set, tuned or preset (playground/engine/config_choice.py)."""
     if dim <= 64:  # the exps outweigh the GEMMs: the head-dim-64 presets' config (0.96× SDPA at 16×16×2048×64,
         return dict(_DIM64)  # against 0.87× with the defaults)
     if dim > 128:  # 128 × 256 key and value tiles, two stages of each, would need 320 KB of shared memory (the
         return {"block_N": 64}  # GPU has 228): 64-key tiles take 193 KB, without spills
     # Non-causal query blocks are all the same length, so one block per SM can walk them in a fixed order (1.02×
-    # SDPA at 8×32×4096×128); causal ones are not, and the grid balances them better.
-    return {"persistent": not causal}
+    # SDPA at 8×32×4096×128). Causal ones are not, and the persistent blocks take them in rounds that snake across
+    # the SMs (flash_attention_persistent.py): up to 4096 tokens that beats the grid, whose blocks each pay their
+    # own start and end (H200, fp16, 32 heads: 512 tokens 0.73× → 0.97× SDPA, 1024 0.86× → 1.04×, 2048 0.97× →
+    # 1.05×, 4096 1.03× either way). At 8192 the grid's own balancing wins, 1.07× against 1.03×.
+    return {"persistent": not causal or seq_len <= 4096}
 
 
 # Merged over the problem being run (its heads, dim, causal, group_size kept): a ragged sequence and an aligned one.

@@ -11,9 +11,12 @@ query block, then K(k) and V(k-1) into a ring of num_stages buffers guarded by f
 into the next query block while the consumers finish this one; the O store is left in flight under the next
 block's work. The first step of a query block issues S(0) alone (no P V of zeros), the last one the last P V alone
 (the extra step is built in). Fixed cost 1.7 µs, 1.02× SDPA (fp16 and bf16), the default of the non-causal
-head-dim-128 presets. Causal stays on the grid: its query blocks differ in length, and a fixed share of them per SM
-left SMs idle at the end (0.95×), where the GPU's own block scheduler hands out the next block to whichever SM is
-free (1.03×). Ping-pong is not written for this schedule: its consumer warpgroups issue their GEMMs together.
+head-dim-128 presets. Causal query blocks differ in length: walked straight, a fixed share of them per SM left SMs
+idle at the end (0.95×, where the grid's block scheduler, handing the next block to whichever SM is free, gave
+1.03×). Walked in rounds that snake (`unit` below), they beat the grid up to 4096 tokens, most where the sequence
+is short and the fixed costs weigh most (512 tokens: 0.97× SDPA against the grid's 0.73×); the rule in
+flash_attention.py says where. Ping-pong is not written for this schedule: its consumer warpgroups issue their GEMMs
+together.
 """
 from types import SimpleNamespace
 

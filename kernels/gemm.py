@@ -189,19 +189,26 @@ TILES = [(128, 256, 256, deepest_pipeline(128, 256), 1.00), (128, 192, 256, deep
          (128, 128, 256, deepest_pipeline(128, 128), 0.98), (64, 128, 128, deepest_pipeline(64, 128), 0.61)]
 
 
-# Split K (schedule 3) in 128 × 128 tiles: a CTA's accumulator is 64 KiB of fp32, and two CTAs of a cluster or
-# four, at most one round of them (the CTAs of an unfinished tile wait for each other). Adding the parts costs
-# about as long as 5 steps of K (`SPLIT_COST`, in elements of K): write 64 KiB to shared memory, copy a slice to
-# each other CTA, read them back, store.
-SPLIT_TILES = [(128, 128, 256, deepest_pipeline(128, 128, split_k=s), 0.98, s) for s in (2, 4)]
+# Split K (schedule 3): two CTAs of a cluster a tile, at most one round of them (the CTAs of an unfinished tile wait
+# for each other), in 128 × 128 tiles (a CTA's accumulator is 64 KiB of fp32) or 64 × 128. Adding the parts costs
+# about as long as 5 steps of K (`SPLIT_COST`, in elements of K): write the accumulator to shared memory, copy a
+# slice to the other CTA, read it back, store. Four CTAs a tile are left to `tune`: on the H200 they lost wherever
+# they were timed (128 × 4096 × 4096: 0.51× cuBLAS, against 0.70× unsplit), three slices to add and 3 stages only.
+SPLIT_TILES = [(128, 128, 256, deepest_pipeline(128, 128, split_k=2), 0.98, 2),
+               (64, 128, 128, deepest_pipeline(64, 128, split_k=2), 0.61, 2)]
 SPLIT_COST = 5 * 64
+# Split only a product bound by memory, at most this many multiply-adds per element of A, B and C it moves: there
+# every idle SM is bandwidth lost, while a product bound by the tensor cores loses more to adding the parts than to
+# a part-empty round (H200, bf16: 128 × 8192 × 8192, 124 per element, 0.78× → 0.94× cuBLAS split; 256 × 4096 ×
+# 4096, 227, 0.79× → 0.93×; 1024 × 1024 × 8192, 482, 1.01× → 0.81×). An H200 does 989 TFLOP/s on 4.8 TB/s: 103
+# multiply-adds per byte, 206 per 2-byte element.
+SPLIT_MOST_INTENSITY = 256
 
 
-def pick_config(M, N, K, num_sms=132, tiles=TILES, split=False):
+def pick_config(M, N, K, num_sms=132, tiles=TILES, split=True):
     """The config for an M × N × K product when none is set, tuned or preset (playground/engine/config_choice.py).
     `tiles`: the TILES to choose from (kernels/gemm_epilogue.py passes those its own SPACE has); `split`: whether
-    split K may be chosen. Off until split K has been timed against these tiles on a GPU (bench/README.md); till
-    then `split_k` is set by hand or found by `tune`, which verifies every config it times."""
+    split K may be chosen (gemm_epilogue has no split-K schedule)."""
     # TMA needs every row of A (K elements) and of B and C (N elements) to start on a 16-byte boundary (8 fp16 or
     # bf16 values). The hand-written schedule loads only by TMA, so other sizes (K = 2047) take the T.Pipelined one,
     # which then copies with cp.async; with 256-wide tiles that copy runs out of registers, 128-wide ones fit.
@@ -229,8 +236,8 @@ def pick_config(M, N, K, num_sms=132, tiles=TILES, split=False):
     config = {"block_M": block_M, "block_N": block_N, "threads": threads, "num_stages": num_stages}
 
     # An output of few tiles leaves SMs idle whatever the tile (128 × 8192 × 8192: 64 tiles of 128 × 128, or 128
-    # of 64 × 128 at 0.61 the speed): then split K, if one round holds every part.
-    if split:
+    # of 64 × 128 at 0.61 the speed): then split K, if the product is bound by memory and one round holds every part.
+    if split and M * N * K <= SPLIT_MOST_INTENSITY * (M * K + K * N + M * N):
         fitting = [t for t in SPLIT_TILES if -(-M // t[0]) * -(-N // t[1]) * t[5] <= num_sms]
         if fitting:
             t = min(fitting, key=lambda t: time(t[0], t[1], t[4], t[5]))

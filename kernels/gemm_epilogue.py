@@ -49,10 +49,10 @@ def gemm_epilogue(M=4096, N=4096, K=4096, dtype="float16",
     from kernels.gemm import pipelined_k_loop
     from kernels.gemm_hopper import warp_specialized_tiles
 
-    # What each fp32 element of a finished tile becomes, in either schedule. Columns past N (a ragged last tile)
-    # take bias 0; they are never stored.
-    def bias_and_act(value, column, Bias):
-        return act(value + T.if_then_else(column < N, Bias[column], 0))
+    # What each fp32 element of a finished tile becomes, in either schedule, given its column's bias (0 past N, in
+    # a ragged last tile: those columns are never stored).
+    def bias_and_act(value, bias):
+        return act(value + bias)
 
     if warp_specialized:
         tiles = warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel,
@@ -85,7 +85,8 @@ def gemm_epilogue(M=4096, N=4096, K=4096, dtype="float16",
 
             # The epilogue, on the fp32 accumulator in registers: each thread touches only the elements it holds.
             for i, j in T.Parallel(block_M, block_N):
-                C_local[i, j] = bias_and_act(C_local[i, j], bx * block_N + j, Bias)
+                column = bx * block_N + j
+                C_local[i, j] = bias_and_act(C_local[i, j], T.if_then_else(column < N, Bias[column], 0))
             T.copy(C_local, D_shared)  # rounded to dtype
             T.copy(D_shared, D[by * block_M, bx * block_N])  # one TMA store; out-of-range parts are not written
 
@@ -125,7 +126,7 @@ def shape_class(M, N, K):
 def pick_config(M, N, K, num_sms=132):
     """gemm.py's rule, for the same reasons: this kernel's schedules are gemm.py's."""
     from kernels.gemm import pick_config as gemm_pick_config  # (imported here for the reason given in the factory)
-    return gemm_pick_config(M, N, K, num_sms)  # (no split K: this kernel has no such schedule)
+    return gemm_pick_config(M, N, K, num_sms, split=False)  # (this kernel has no split-K schedule)
 
 
 CHECK_SHAPES = [dict(M=1024, N=1024, K=1024), dict(M=1000, N=1048, K=1000), dict(M=1000, N=1000, K=1000)]

@@ -24,8 +24,9 @@ import tilelang.language as T
 def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages, consumers, swizzle_panel, num_sms,
                            epilogue=None, split_k=1):
     """The body of `gemm_warp_specialized`, shared with kernels/gemm_epilogue.py: block `block` of num_sms walks its
-    tiles of C = A @ B. `epilogue(value, column, extra)`, if given, is what each fp32 element of a finished tile
-    becomes before it is rounded and stored (`extra`: the macro's last argument, a buffer such as a bias).
+    tiles of C = A @ B. `epilogue(value, column_value)`, if given, is what each fp32 element of a finished tile
+    becomes before it is rounded and stored; `column_value` is its column's element of `extra`, the macro's last
+    argument (a vector of N, such as a bias; 0 past N).
     With split_k > 1 (`gemm_split_k`), `block` is a cluster of split_k CTAs and num_sms the count of clusters,
     one a tile: each CTA multiplies its part of K, and the cluster adds the parts (`add_across_cluster`)."""
     accum_dtype = "float32"
@@ -51,13 +52,13 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
         tile[1] = within // width  # tile row (by)
 
     @T.macro
-    def finish_tile(C, C_local, C_shared, tile, extra):
+    def finish_tile(C, C_local, C_shared, tile, column_values):
         # The tile's epilogue and store, when this CTA holds all of it (split_k = 1).
         if epilogue is not None:
             # The epilogue, on the fp32 accumulator in registers: each thread touches only the elements it holds,
             # while the producer already loads the next tile's first steps.
             for r, c in T.Parallel(block_M, block_N):
-                C_local[r, c] = epilogue(C_local[r, c], tile[0] * block_N + c, extra)
+                C_local[r, c] = epilogue(C_local[r, c], column_values[c])
         T.tma_store_wait()  # the previous tile's store has finished reading C_shared
         T.sync_threads(1, consumers)  # (named barrier 1: the consumers only, not the producer)
         T.copy(C_local, C_shared)  # rounded to dtype
@@ -118,6 +119,7 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
         full = T.alloc_barrier([128] * num_stages)
         empty = T.alloc_barrier([consumers] * num_stages)
         tile = T.alloc_local((2,), "int32")
+        column_values = T.alloc_fragment((block_N,), dtype)  # the tile's columns of `extra`, for the epilogue
         tx = T.get_thread_binding()
 
         if tx >= consumers:  # the producer warpgroup: TMA loads, num_stages steps ahead, tile after tile
@@ -142,6 +144,10 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
             for i in T.serial(rounds):
                 if block + i * num_sms < num_tiles:
                     tile_at(block + i * num_sms, tile)
+                    if epilogue is not None:  # loaded now, so that the main loop hides the loads' latency
+                        for c in T.Parallel(block_N):
+                            column = tile[0] * block_N + c
+                            column_values[c] = T.if_then_else(column < N, extra[column], 0)
                     T.clear(C_local)
                     for k in T.serial(k_steps):
                         step = i * k_steps + k
@@ -158,7 +164,7 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
                         T.cluster_wait()
                         add_across_cluster(C, C_local, partial, received, arrived, tile, rank)
                     else:
-                        finish_tile(C, C_local, C_shared, tile, extra)
+                        finish_tile(C, C_local, C_shared, tile, column_values)
             if split_k == 1:
                 T.tma_store_wait()
         if split_k > 1:

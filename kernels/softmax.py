@@ -148,8 +148,12 @@ def ctas_per_row(N, dtype="float16"):
     # 16 (the most Hopper allows), so 262144 columns. Fewer, larger CTAs pay the exchanges for more bytes (at 32768
     # columns, 2 CTAs gave 0.96 of the same-size copy's bandwidth on the H200, 4 CTAs 0.80).
     ctas = 1
-    while N > 16384 * ctas and ctas < 16:
+    while N > 16384 * ctas and ctas < 8:
         ctas *= 2
+    # A cluster of 16 only past 8 × 20480 columns: its exchanges cost more than a CTA's larger share (bf16, 151936
+    # columns, Qwen's vocabulary: 8 CTAs of 18992 columns gave 1.70× torch.softmax on the H200, 16 of 9496 1.56×).
+    if N > 8 * 20480:
+        ctas = 16
     # Rows that do not start on 16-byte boundaries (N not a multiple of a vector) load 2 bytes at a time in a
     # block of their own; the cluster schedule keeps 16-byte loads for them (softmax_long.py). On an H100, bf16,
     # 16384 rows: 8191 columns 0.28 of the copy bandwidth in a block, 1.00 over 2 CTAs; 5001: 0.31 and 0.88.

@@ -46,8 +46,8 @@ def factory_tile(kernel):
     ("softmax", dict(M=2048, N=50257), {"cluster": 4}),
     # head dim 256: 64-key tiles, so that two stages fit in shared memory
     ("flash_attention", dict(batch=4, heads=16, seq_len=4096, dim=256, causal=False), {"block_N": 64}),
-    # a skinny output: tiles small enough for more SMs to have one
-    ("gemm", dict(M=256, N=4096, K=4096), {"block_M": 64, "block_N": 128, "threads": 128}),
+    # a skinny output: 64 tiles of 128 × 128, each split in two along K, so that every SM has a part of one
+    ("gemm", dict(M=256, N=4096, K=4096), {"block_M": 128, "block_N": 128, "split_k": 2}),
     ("gemm_epilogue", dict(M=4000, N=256, K=2048), {"block_N": 128}),
     # K = 2047: rows of A off the 16 bytes TMA needs, so the T.Pipelined schedule, 128-wide tiles
     ("gemm", dict(M=5120, N=3000, K=2047), {"warp_specialized": False, "block_N": 128}),
@@ -72,7 +72,7 @@ def test_the_gemm_rule_keeps_its_large_tile_where_the_last_round_is_full_and_not
         assert (tile["block_M"], tile["block_N"]) == (128, 256), problem
     # Off the 128 × 256 grid of rounds, and on outputs of at most 256 columns (which stream A from memory): a
     # smaller tile, with as many stages as shared memory holds, more than 128 × 256's 3.
-    for problem in (dict(M=3072, N=3072, K=3072), dict(M=2048, N=11008, K=4096), dict(M=128, N=8192, K=8192),
+    for problem in (dict(M=3072, N=3072, K=3072), dict(M=2048, N=11008, K=4096), dict(M=1024, N=1024, K=8192),
                     dict(M=16384, N=256, K=4096)):
         tile = gemm.resolve(problem).tile
         assert tile["block_M"] * tile["block_N"] < 128 * 256, problem
@@ -80,21 +80,23 @@ def test_the_gemm_rule_keeps_its_large_tile_where_the_last_round_is_full_and_not
         assert tile["split_k"] == 1, problem
 
 
-def test_the_gemm_rule_with_split_k_splits_where_the_output_has_too_few_tiles_for_the_sms(own_data):
-    # (The rule's split is off until it is timed on a GPU: pick_config(split=True) is what it will choose.)
+def test_the_gemm_rule_splits_k_where_the_output_has_too_few_tiles_for_the_sms_and_waits_on_memory(own_data):
     gemm = loader.load("gemm")
     num_sms = gemm.defaults["num_sms"]
-    for problem, split_k in ((dict(M=128, N=8192, K=8192), 2), (dict(M=128, N=4096, K=4096), 4),
-                             (dict(M=1024, N=1024, K=8192), 2)):
-        tile = gemm.module.pick_config(**problem, num_sms=num_sms, split=True)
-        assert tile["split_k"] == split_k, problem
+    for problem, block_M in ((dict(M=128, N=8192, K=8192), 128), (dict(M=256, N=4096, K=4096), 128),
+                             (dict(M=128, N=4096, K=4096), 64)):
+        tile = gemm.resolve(problem).tile
+        assert (tile["split_k"], tile["block_M"], tile["block_N"]) == (2, block_M, 128), problem
         tiles = -(-problem["M"] // tile["block_M"]) * -(-problem["N"] // tile["block_N"])
-        assert tiles * split_k <= num_sms < 2 * tiles * split_k, problem  # one round, at least half full
-        assert tile["num_stages"] == gemm.module.deepest_pipeline(tile["block_M"], tile["block_N"], split_k=split_k)
-        assert gemm.resolve(problem).tile["split_k"] == 1, "the shipped rule does not split yet"
-    # Enough tiles for the SMs, or too short a K to pay for adding the parts: no split.
-    for problem in (dict(M=4096, N=4096, K=4096), dict(M=256, N=16384, K=4096), dict(M=1024, N=1024, K=1024)):
-        assert "split_k" not in gemm.module.pick_config(**problem, num_sms=num_sms, split=True), problem
+        assert tiles * 2 <= num_sms < 2 * tiles * 2, problem  # one round, at least half full
+        assert tile["num_stages"] == gemm.module.deepest_pipeline(tile["block_M"], tile["block_N"], split_k=2)
+    # Enough tiles for the SMs; too short a K to pay for adding the parts; or bound by the tensor cores, not by
+    # memory (1024 × 1024 × 8192: 64 tiles of 128 × 128, but 482 multiply-adds an element moved): no split.
+    for problem in (dict(M=4096, N=4096, K=4096), dict(M=256, N=16384, K=4096), dict(M=1024, N=1024, K=1024),
+                    dict(M=1024, N=1024, K=8192), dict(M=512, N=4096, K=8192), dict(M=128, N=8192, K=1024)):
+        assert gemm.resolve(problem).tile["split_k"] == 1, problem
+    # gemm_epilogue shares the rule but has no split-K schedule.
+    assert "split_k" not in loader.load("gemm_epilogue").resolve(dict(M=128, N=8192, K=8192)).tile
 
 
 def test_the_deepest_pipeline_fits_in_shared_memory_and_the_shipped_tiles_keep_theirs():
@@ -118,6 +120,8 @@ def test_the_rule_follows_the_problem_not_one_fixed_config(own_data):
     tiles = {n: softmax.resolve(dict(M=4096, N=n)).tile for n in sizes}
     assert len({json.dumps(t, sort_keys=True) for t in tiles.values()}) >= 3
     assert [tiles[n]["cluster"] for n in sizes[2:]] == [1, 1, 2, 4, 8, 16]
+    # Qwen's vocabulary, 151936: over 8 CTAs of 18992 columns, not 16 of 9496 (fewer exchanges)
+    assert softmax.resolve(dict(M=4096, N=151936)).tile["cluster"] == 8
 
 
 def test_rows_off_16_byte_boundaries_take_the_cluster_schedule_from_4096_columns(own_data):

@@ -127,7 +127,11 @@ def test_persistent_flash_attention_verifies_when_query_blocks_outnumber_the_sms
     ("gemm_epilogue", dict(M=4096, N=11008, K=4096)),  # warp-specialized, 128 × 128 tiles, six stages
     ("softmax", dict(M=512, N=262144)),        # 16-CTA clusters
     ("gemm", dict(M=3072, N=3072, K=3072)),    # 128 × 192 tiles, four stages
-    ("gemm", dict(M=128, N=8192, K=8192)),     # 64 × 128 tiles, eight stages
+    ("gemm", dict(M=128, N=8192, K=8192)),     # 128 × 128 tiles, K split over clusters of 2
+    ("gemm", dict(M=128, N=4096, K=4096)),     # 64 × 128 tiles, the same
+    ("gemm", dict(M=1024, N=1024, K=8192)),    # 64 × 128 tiles, eight stages (bound by the tensor cores: no split)
+    ("softmax", dict(M=256, N=151936)),        # 8-CTA clusters of 18992 columns
+    ("flash_attention", dict(batch=2, heads=8, seq_len=1024, dim=128, causal=True)),  # persistent, snaking rounds
     ("gemm", dict(M=16384, N=256, K=4096)),    # 128 × 128 tiles, six stages (an output of 256 columns)
 ])
 def test_the_rules_configs_off_the_presets_verify_on_every_check_shape(name, problem):
