@@ -234,11 +234,8 @@ def pick_config(dim, causal, seq_len):
         return dict(_DIM64)  # against 0.87× with the defaults)
     if dim > 128:  # 128 × 256 key and value tiles, two stages of each, would need 320 KB of shared memory (the
         return {"block_N": 64}  # GPU has 228): 64-key tiles take 193 KB, without spills
-    # Non-causal query blocks are all the same length, so one block per SM can walk them in a fixed order (1.02×
-    # SDPA at 8×32×4096×128). Causal ones are not, and the persistent blocks take them in rounds that snake across
-    # the SMs (flash_attention_persistent.py): up to 4096 tokens that beats the grid, whose blocks each pay their
-    # own start and end (H200, fp16, 32 heads: 512 tokens 0.73× → 0.97× SDPA, 1024 0.86× → 1.04×, 2048 0.97× →
-    # 1.05×, 4096 1.03× either way). At 8192 the grid's own balancing wins, 1.07× against 1.03×.
+    # One block per SM walks the query blocks; causal ones in rounds that snake across the SMs, which beats the grid
+    # up to 4096 tokens (H200, fp16: 512 0.73× → 0.97× SDPA, 1024 0.86× → 1.04×; 8192: the grid 1.07×, this 1.03×).
     return {"persistent": not causal or seq_len <= 4096}
 
 

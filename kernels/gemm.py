@@ -24,11 +24,12 @@ import tilelang.language as T
 
 def gemm(M=4096, N=4096, K=4096, dtype="float16",
          block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, swizzle_panel=8,
-         warp_specialized=True, num_sms=132, split_k=1):
+         warp_specialized=True, num_sms=132, split_k=1, multicast=False):
     """`threads`: the threads that multiply (two warpgroups at the default); on Hopper a 128-thread producer
     warpgroup comes on top. `num_sms`: blocks of the persistent schedule, one per SM (132 on an H100 SXM or
     H200; the playground sets it to the count of the GPU present). `split_k`: CTAs that share each output tile,
-    each taking a part of K (schedule 3)."""
+    each taking a part of K (schedule 3). `multicast`: two CTAs of a cluster, in neighbouring tile rows of one tile
+    column, load each step of B once for both (schedule 2)."""
     if not warp_specialized:
         if split_k > 1:
             raise ValueError("split_k > 1 runs on the warp-specialized schedule only: set warp_specialized=True")
@@ -36,7 +37,7 @@ def gemm(M=4096, N=4096, K=4096, dtype="float16",
     if split_k > 1:
         return gemm_split_k(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, split_k)
     return gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel,
-                                 num_sms)
+                                 num_sms, multicast)
 
 
 def pipelined_k_loop(K, block_M, block_N, block_K, num_stages):
@@ -79,12 +80,22 @@ def gemm_pipelined(M, N, K, dtype, block_M, block_N, block_K, num_stages, thread
     return main
 
 
-def gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel, num_sms):
+def gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel, num_sms,
+                          multicast=False):
     # The Hopper schedules' body is in its own file, kernels/gemm_hopper.py (imported here, not at the top, so that
     # `python kernels/gemm.py` finds the kernels package once its __main__ block has put it on the path).
     from kernels.gemm_hopper import warp_specialized_tiles
+    pair = 2 if multicast else 1  # CTAs a cluster: with multicast, a pair sharing each step of B
     tiles = warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel,
-                                   num_sms)
+                                   num_sms // pair, multicast=multicast)
+
+    if multicast:
+        @T.prim_func
+        def main_multicast(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+            with T.ClusterKernel(num_sms // 2 * 2, cluster_dims=(2, 1, 1), threads=threads + 128) as block:
+                tiles(A, B, C, block // 2, None)
+
+        return main_multicast
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):  # (persistent)

@@ -22,17 +22,21 @@ import tilelang.language as T
 
 
 def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages, consumers, swizzle_panel, num_sms,
-                           epilogue=None, split_k=1):
+                           epilogue=None, split_k=1, multicast=False):
     """The body of `gemm_warp_specialized`, shared with kernels/gemm_epilogue.py: block `block` of num_sms walks its
     tiles of C = A @ B. `epilogue(value, column_value)`, if given, is what each fp32 element of a finished tile
     becomes before it is rounded and stored; `column_value` is its column's element of `extra`, the macro's last
     argument (a vector of N, such as a bias; 0 past N).
     With split_k > 1 (`gemm_split_k`), `block` is a cluster of split_k CTAs and num_sms the count of clusters,
-    one a tile: each CTA multiplies its part of K, and the cluster adds the parts (`add_across_cluster`)."""
+    one a tile: each CTA multiplies its part of K, and the cluster adds the parts (`add_across_cluster`).
+    With multicast, `block` is a cluster of two CTAs and num_sms the count of clusters: the two take tiles of one
+    tile column, in neighbouring tile rows, and load each step of B once for both (`gemm_multicast`)."""
     accum_dtype = "float32"
     k_steps = -(-(-(-K // block_K)) // split_k)  # steps of K a CTA takes (its cluster rank's part)
+    pair = 2 if multicast else 1  # CTAs of a cluster that share a tile column's step of B
     m_tiles, n_tiles = -(-M // block_M), -(-N // block_N)
-    num_tiles = m_tiles * n_tiles
+    m_units = -(-m_tiles // pair)  # what a block walks: a tile, or with multicast two of a column
+    num_tiles = m_units * n_tiles
     rows = block_M // split_k  # rows of a tile that each CTA of a cluster adds up and stores
     # Block b takes tiles b, b + num_sms, b + 2 num_sms, ...: `rounds` of them at most. (An explicit test per
     # round, not a loop of ceildiv(num_tiles - b, num_sms) steps: TileLang 0.1.15 turns a loop it can prove runs
@@ -41,15 +45,15 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
     panel = min(swizzle_panel, n_tiles) if swizzle_panel > 0 else n_tiles  # tile columns walked together
 
     @T.macro
-    def tile_at(t, tile):
+    def tile_at(t, tile, row_rank):
         # The t-th tile in panel order: `panel` tile columns at a time, down all the rows of C within a panel, so
         # that the 132 tiles in flight at once share a few rows of A and columns of B in L2. The last panel may
         # be narrower.
-        first_column = t // (panel * m_tiles) * panel
+        first_column = t // (panel * m_units) * panel
         width = T.min(panel, n_tiles - first_column)
-        within = t - first_column * m_tiles
+        within = t - first_column * m_units
         tile[0] = first_column + within % width  # tile column (bx)
-        tile[1] = within // width  # tile row (by)
+        tile[1] = within // width * pair + row_rank  # tile row (by); with multicast, one of the pair's two
 
     @T.macro
     def finish_tile(C, C_local, C_shared, tile, column_values):
@@ -106,7 +110,7 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
         C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
         if split_k == 1:
             C_shared = T.alloc_shared((block_M, block_N), dtype)
-            rank = 0
+            rank = T.block_rank_in_cluster() if multicast else 0  # which of the pair's tile rows
         else:
             partial = T.alloc_shared((split_k, rows, block_N), accum_dtype)  # this CTA's fp32 tile, in slices
             received = T.alloc_shared((split_k - 1, rows, block_N), accum_dtype)  # the others' parts of its rows
@@ -117,7 +121,14 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
         # Each buffer has two barriers: `full` (its tiles have arrived; the TMA unit counts their bytes in)
         # and `empty` (the consumers are done with it; the producer may load into it again).
         full = T.alloc_barrier([128] * num_stages)
-        empty = T.alloc_barrier([consumers] * num_stages)
+        if multicast:
+            # A buffer of B is written into both CTAs at once: it is empty when the consumers of both are done
+            # with it (each consumer thread arrives on its own CTA's barrier and on the other's).
+            # (TileLang syncs the cluster after setting up cluster barriers: neither CTA loads into, or arrives
+            # on, the other before its barriers are ready.)
+            empty = T.alloc_cluster_barrier([2 * consumers] * num_stages)
+        else:
+            empty = T.alloc_barrier([consumers] * num_stages)
         tile = T.alloc_local((2,), "int32")
         column_values = T.alloc_fragment((block_N,), dtype)  # the tile's columns of `extra`, for the epilogue
         tx = T.get_thread_binding()
@@ -126,24 +137,25 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
             T.set_max_nreg(40, 0)  # it needs few registers: give them to the consumers
             for i in T.serial(rounds):
                 if block + i * num_sms < num_tiles:  # the last round may have no tile for this block
-                    tile_at(block + i * num_sms, tile)
+                    tile_at(block + i * num_sms, tile, rank if multicast else 0)
                     for k in T.serial(k_steps):
                         step = i * k_steps + k  # this block's steps so far: which buffer, which round of it
                         s = step % num_stages
                         T.mbarrier_wait_parity(empty[s], ((step // num_stages) & 1) ^ 1)
                         # Out-of-range rows and columns of a ragged edge read as zero (TMA fills them).
-                        kk = rank * k_steps + k  # the step of K (past K, the last CTA's tail reads zeros)
+                        kk = rank * k_steps + k if split_k > 1 else k  # the step of K (past K: zeros)
                         T.tma_copy(A[tile[1] * block_M:(tile[1] + 1) * block_M,
                                      kk * block_K:(kk + 1) * block_K], A_shared[s, :, :], barrier=full[s])
+                        # With multicast, the pair's first CTA loads B into both (the other issues nothing).
                         T.tma_copy(B[kk * block_K:(kk + 1) * block_K,
                                      tile[0] * block_N:(tile[0] + 1) * block_N], B_shared[s, :, :],
-                                   barrier=full[s])
+                                   barrier=full[s], cluster_mask=0b11 if multicast else None)
                         T.mbarrier_arrive(full[s])
         else:  # the consumer warpgroups: wgmma, one step kept in flight
             T.set_max_nreg(232, 1)
             for i in T.serial(rounds):
                 if block + i * num_sms < num_tiles:
-                    tile_at(block + i * num_sms, tile)
+                    tile_at(block + i * num_sms, tile, rank if multicast else 0)
                     if epilogue is not None:  # loaded now, so that the main loop hides the loads' latency
                         for c in T.Parallel(block_N):
                             column = tile[0] * block_N + c
@@ -158,8 +170,12 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
                         T.wait_wgmma(1)  # step k-1 has finished (step k may still run): its buffer goes back
                         if k > 0:
                             T.mbarrier_arrive(empty[(step + num_stages - 1) % num_stages])
+                            if multicast:
+                                T.mbarrier_arrive(empty[(step + num_stages - 1) % num_stages], 1 - rank)
                     T.wait_wgmma(0)
                     T.mbarrier_arrive(empty[(i * k_steps + k_steps - 1) % num_stages])  # the tile's last step
+                    if multicast:
+                        T.mbarrier_arrive(empty[(i * k_steps + k_steps - 1) % num_stages], 1 - rank)
                     if split_k > 1:
                         T.cluster_wait()
                         add_across_cluster(C, C_local, partial, received, arrived, tile, rank)
@@ -167,6 +183,9 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
                         finish_tile(C, C_local, C_shared, tile, column_values)
             if split_k == 1:
                 T.tma_store_wait()
+        if multicast:  # no CTA exits while the other may still arrive on its barriers
+            T.cluster_arrive()
+            T.cluster_wait()
         if split_k > 1:
             # No CTA exits while a copy may still read its `partial`: every copy has landed once all CTAs are here.
             if tx >= consumers:
