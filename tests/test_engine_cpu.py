@@ -253,6 +253,16 @@ def test_split_k_gemm_runs_a_cluster_a_tile_and_adds_the_parts_from_sm_to_sm():
     assert "shared memory" in err.value.message and "fewer stages" in err.value.message
 
 
+def test_multicast_gemm_loads_each_step_of_b_once_for_a_pair_of_ctas():
+    k = loader.load("gemm")
+    config = k.resolve({"M": 3000, "N": 5000, "K": 1000, "block_M": 128, "block_N": 192, "num_stages": 4,
+                        "multicast": True})
+    r = compile_kernel(k, config, "sm_90a")
+    assert r["resources"]["grid"][0] == 132 and r["resources"]["spill_bytes"] == 0  # 66 pairs, one CTA an SM
+    assert "multicast::cluster" in r["ptx"]  # B by TMA multicast, into both CTAs of the pair
+    assert "mbarrier.arrive.shared::cluster" in r["ptx"]  # each CTA's consumers free the buffer in the other too
+
+
 def test_flash_attention_ships_the_persistent_schedule_but_for_long_causal_sequences():
     # One block per SM walks the query blocks (its producer loads the next Q while the consumers finish this
     # block); causal ones differ in length, and past 4096 tokens the GPU's block scheduler balances them better.

@@ -203,6 +203,16 @@ def test_split_k_gemm_verifies_on_ragged_shapes_and_gives_the_same_bits_on_every
     assert_same_bits_on_every_launch(k, k.resolve(dict(M=128, N=8192, K=8192, dtype="bfloat16", **tile)))
 
 
+
+def test_multicast_gemm_verifies_with_an_odd_count_of_tile_rows_and_gives_the_same_bits_on_every_launch():
+    # A pair of CTAs shares each step of B: a buffer refilled before the other CTA's consumers are done with it
+    # would show as a wrong tile or as outputs that change from launch to launch. 1100 rows are 9 tile rows, so the
+    # last pair's second tile lies wholly past M (loaded as zeros, never stored).
+    tile = dict(block_M=128, block_N=128, num_stages=4, multicast=True)
+    assert_verified(run("gemm", M=1100, N=1048, K=1000, **tile))  # ragged in M, N and K
+    k = loader.load("gemm")
+    assert_same_bits_on_every_launch(k, k.resolve(dict(M=3000, N=5000, K=1000, dtype="bfloat16", **tile)))
+
 def test_num_sms_follows_the_gpu_present():
     # Asked of the CUDA driver in a child process (no context in the caller); it must agree with the runtime's count.
     import torch
