@@ -238,6 +238,8 @@ HELP = {
     "num_sms": "blocks of the persistent schedule: one per SM of the GPU (the engine reads the count)",
     "split_k": "CTAs of a thread block cluster that share each output tile, each multiplying a part of K; they add "
                "the parts through distributed shared memory (for outputs of too few tiles to fill the SMs)",
+    "multicast": "two CTAs of a thread block cluster, in neighbouring tile rows of one tile column: each step of B "
+                 "is loaded once for both (TMA multicast), halving B's reads from L2",
     "activation": "the function applied to each output element before the store",
     "rows_per_block": "rows one block normalises: more amortise the launch, fewer make more blocks",
     "cluster": "CTAs one row is split over (a thread block cluster, sm_90+): long rows fit on chip",
@@ -247,7 +249,7 @@ HELP = {
     "fence_wait": "a fence keeps ptxas from moving the wgmma wait before the exponentials",
     "two_p": "two P buffers, so P(k) is written while P V still reads P(k-1)",
     "lazy_rescale": "rescale O only where a row's max grew by more than 8 (log2 units)",
-    "persistent": "one block per SM walks many query blocks (non-causal head dim 128)",
+    "persistent": "one block per SM walks many query blocks (head dim 128; causal in rounds that snake)",
 }
 
 
