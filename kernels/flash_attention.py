@@ -15,7 +15,7 @@ H200: while the exps run, the tensor cores idle. The Hopper schedules that close
   softmax of tile k running while the tensor cores do P V of tile k-1; ping-pong (`pingpong`), the last tile's
   P V as one more pipelined step (`extra_step`), and three fixes for what the SASS showed (`fence_wait`, `two_p`,
   `lazy_rescale`).
-- `kernels/flash_attention_persistent.py` (`persistent=True`, head dim 128 unless causal past 4096 tokens): the
+- `kernels/flash_attention_persistent.py` (`persistent=True`, head dim 128 unless causal past 2048 tokens): the
   same steps, but one block per SM walks many query blocks, loading the next Q while it finishes this one.
 
 `flash_attention(...)` below picks the schedule and refuses option combinations no schedule implements.
@@ -235,8 +235,8 @@ def pick_config(dim, causal, seq_len):
     if dim > 128:  # 128 × 256 key and value tiles, two stages of each, would need 320 KB of shared memory (the
         return {"block_N": 64}  # GPU has 228): 64-key tiles take 193 KB, without spills
     # One block per SM walks the query blocks; causal ones in rounds that snake across the SMs, which beats the grid
-    # up to 4096 tokens (H200, fp16: 512 0.73× → 0.97× SDPA, 1024 0.86× → 1.04×; 8192: the grid 1.07×, this 1.03×).
-    return {"persistent": not causal or seq_len <= 4096}
+    # on short sequences (H200, fp16: 512 0.73× → 0.97× SDPA, 1024 0.86× → 1.04×; 4096 1.03× both; 8192 1.07×, 1.03×).
+    return {"persistent": not causal or seq_len <= 2048}
 
 
 # Merged over the problem being run (its heads, dim, causal, group_size kept): a ragged sequence and an aligned one.

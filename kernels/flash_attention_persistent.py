@@ -13,10 +13,10 @@ block's work. The first step of a query block issues S(0) alone (no P V of zeros
 (the extra step is built in). Fixed cost 1.7 µs, 1.02× SDPA (fp16 and bf16), the default of the non-causal
 head-dim-128 presets. Causal query blocks differ in length: walked straight, a fixed share of them per SM left SMs
 idle at the end (0.95×, where the grid's block scheduler, handing the next block to whichever SM is free, gave
-1.03×). Walked in rounds that snake (`unit` below), they beat the grid up to 4096 tokens, most where the sequence
-is short and the fixed costs weigh most (512 tokens: 0.97× SDPA against the grid's 0.73×); the rule in
-flash_attention.py says where. Ping-pong is not written for this schedule: its consumer warpgroups issue their GEMMs
-together.
+1.03×). Walked in rounds that snake (`unit` below), they beat the grid on short sequences, where the fixed costs
+weigh most (512 tokens: 0.97× SDPA against the grid's 0.73×; 2048: 1.05× against 0.97×); from 4096 tokens the two
+are level or the grid ahead (the rule in flash_attention.py). Ping-pong is not written for this schedule: its
+consumer warpgroups issue their GEMMs together.
 """
 from types import SimpleNamespace
 
