@@ -224,8 +224,9 @@ PRESETS = {
 }
 
 
-def shape_class(dim, causal):
-    return f"head dim {dim}" + (", causal" if causal else "")  # configs differ most by these two
+def shape_class(dim, causal, seq_len):  # configs differ most by these, and by the schedule the rule gives them
+    persistent = pick_config(dim, causal, seq_len).get("persistent")  # (causal: by the sequence's length)
+    return f"head dim {dim}" + (", causal" if causal else "") + (", persistent" if persistent else ", grid")
 
 
 def pick_config(dim, causal, seq_len):
@@ -256,8 +257,7 @@ def expand_heads(q, k, v):
 
 
 def reference(q, k, v, causal):
-    """Plain attention in float32, a few heads at a time: the full score matrix of 8 × 32 heads at 4096 tokens
-    would be 17 GB, one chunk of heads here is at most 1 GB."""
+    """Plain attention in float32, a few heads at a time (all 8 × 32 heads' scores at 4096 tokens: 17 GB)."""
     k, v = expand_heads(q, k, v)
     b, s, h, d = q.shape
     out = torch.empty(b, s, h, d, dtype=torch.float32, device=q.device)

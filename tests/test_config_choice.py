@@ -176,6 +176,22 @@ def test_a_tuned_config_is_not_reused_across_shape_classes(own_data):
     assert short.picked_by == "rule" and short.tile["cluster"] == 1
 
 
+
+def test_a_config_tuned_for_long_causal_attention_is_not_reused_where_the_rule_runs_another_schedule(own_data):
+    """Causal attention up to 2048 tokens runs on the persistent schedule, longer on the grid: a config tuned at
+    8192 tokens (the grid's) says nothing of 2048 nearby, whose rule config stays; one tuned at 1024 carries over."""
+    fa = loader.load("flash_attention")
+    gpu = config_choice.gpu_model()
+    grid = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "persistent": False}
+    config_choice.remember("flash_attention", dict(batch=4, heads=32, seq_len=8192, dim=128, causal=True),
+                           "float16", grid, gpu, 1.0)
+    assert fa.resolve(dict(batch=2, heads=32, seq_len=4096, dim=128, causal=True)).picked_by == "table"
+    short = dict(batch=8, heads=32, seq_len=2048, dim=128, causal=True)  # within reach of 4 × 8192 in size
+    assert fa.resolve(short).picked_by == "rule" and fa.resolve(short).tile["persistent"] is True
+    config_choice.remember("flash_attention", dict(batch=16, heads=32, seq_len=1024, dim=128, causal=True),
+                           "float16", {**grid, "persistent": True, "num_stages": 1}, gpu, 1.0)
+    assert fa.resolve(short).picked_by == "table" and fa.resolve(short).tile["num_stages"] == 1
+
 # -- the user's own tuning runs -----------------------------------------------------------------------------------
 def test_a_stored_tuning_run_is_reused_for_a_nearby_shape_and_reported(own_data):
     gemm = loader.load("gemm")
