@@ -17,7 +17,8 @@ user's runs are kept in `tuned-configs.json` in the data folder (settings.data_d
 
 Nearest: the distance between two problems is the Euclidean distance of their sizes in log2 (so 2048 is as far from
 4096 as 4096 from 8192), taken only between problems of the same shape class (the kernel file's
-`shape_class(problem, dtype)`: long rows or short, head dim 64 or 128, causal or not; else the problem's switches).
+`shape_class(problem, dtype)`: long rows or short; head dim, causal or not, and the schedule the rule runs it on;
+else the problem's switches).
 A tuned config is reused up to `MAX_DISTANCE` away; further, what it was tuned for says less than the rule's reasons.
 
 Without a visible GPU (a compile-only server, a compile job) the tables of `REFERENCE_GPU` are read: the GPU the
