@@ -56,6 +56,18 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
         tile[1] = within // width * pair + row_rank  # tile row (by); with multicast, one of the pair's two
 
     @T.macro
+    def release(empty, slot, rank, tx):
+        # The consumers are done with buffer `slot`: its producer may load into it again.
+        if multicast:
+            # One thread a warpgroup, for both CTAs: a warpgroup's wgmma group completes as a whole (so all its
+            # reads of the buffer have), and 256 threads each arriving on the other SM would cost more than a step.
+            if tx % 128 == 0:
+                T.mbarrier_arrive(empty[slot])
+                T.mbarrier_arrive(empty[slot], 1 - rank)
+        else:
+            T.mbarrier_arrive(empty[slot])  # every consumer thread
+
+    @T.macro
     def finish_tile(C, C_local, C_shared, tile, column_values):
         # The tile's epilogue and store, when this CTA holds all of it (split_k = 1).
         if epilogue is not None:
@@ -123,10 +135,10 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
         full = T.alloc_barrier([128] * num_stages)
         if multicast:
             # A buffer of B is written into both CTAs at once: it is empty when the consumers of both are done
-            # with it (each consumer thread arrives on its own CTA's barrier and on the other's).
+            # with it (`release`: each consumer warpgroup arrives on its own CTA's barrier and on the other's).
             # (TileLang syncs the cluster after setting up cluster barriers: neither CTA loads into, or arrives
             # on, the other before its barriers are ready.)
-            empty = T.alloc_cluster_barrier([2 * consumers] * num_stages)
+            empty = T.alloc_cluster_barrier([2 * (consumers // 128)] * num_stages)
         else:
             empty = T.alloc_barrier([consumers] * num_stages)
         tile = T.alloc_local((2,), "int32")
@@ -169,13 +181,9 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
                                      policy=T.GemmWarpPolicy.FullRow)
                         T.wait_wgmma(1)  # step k-1 has finished (step k may still run): its buffer goes back
                         if k > 0:
-                            T.mbarrier_arrive(empty[(step + num_stages - 1) % num_stages])
-                            if multicast:
-                                T.mbarrier_arrive(empty[(step + num_stages - 1) % num_stages], 1 - rank)
+                            release(empty, (step + num_stages - 1) % num_stages, rank, tx)
                     T.wait_wgmma(0)
-                    T.mbarrier_arrive(empty[(i * k_steps + k_steps - 1) % num_stages])  # the tile's last step
-                    if multicast:
-                        T.mbarrier_arrive(empty[(i * k_steps + k_steps - 1) % num_stages], 1 - rank)
+                    release(empty, (i * k_steps + k_steps - 1) % num_stages, rank, tx)  # the tile's last step
                     if split_k > 1:
                         T.cluster_wait()
                         add_across_cluster(C, C_local, partial, received, arrived, tile, rank)
