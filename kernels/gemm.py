@@ -30,14 +30,23 @@ def gemm(M=4096, N=4096, K=4096, dtype="float16",
     H200; the playground sets it to the count of the GPU present). `split_k`: CTAs that share each output tile,
     each taking a part of K (schedule 3). `multicast`: two CTAs of a cluster, in neighbouring tile rows of one tile
     column, load each step of B once for both (schedule 2)."""
+    check_options(warp_specialized=warp_specialized, split_k=split_k, multicast=multicast)
     if not warp_specialized:
-        if split_k > 1:
-            raise ValueError("split_k > 1 runs on the warp-specialized schedule only: set warp_specialized=True")
         return gemm_pipelined(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel)
     if split_k > 1:
         return gemm_split_k(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, split_k)
     return gemm_warp_specialized(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel,
                                  num_sms, multicast)
+
+
+def check_options(warp_specialized, split_k, multicast):
+    """Refuse the combinations no schedule implements, rather than run another schedule than the one asked for (the
+    engine asks this too, so that a rule's split K never meets a user's warp_specialized=False or multicast)."""
+    for asked, name in ((split_k > 1, "split_k > 1"), (multicast, "multicast=True")):
+        if asked and not warp_specialized:
+            raise ValueError(f"{name} runs on the warp-specialized schedule only: set warp_specialized=True")
+    if split_k > 1 and multicast:
+        raise ValueError("multicast=True needs split_k=1: split K's CTAs share a tile, not a column of tiles")
 
 
 def pipelined_k_loop(K, block_M, block_N, block_K, num_stages):

@@ -382,6 +382,21 @@ def test_what_the_user_sets_never_meets_a_rule_config_the_kernel_refuses(asked, 
     assert config.picked_by != "rule"
 
 
+
+@pytest.mark.parametrize("asked", [dict(warp_specialized=False), dict(multicast=True)])
+def test_what_the_user_sets_never_meets_the_gemm_rules_split_k(asked):
+    """128 × 8192 × 8192: the rule splits K, which the T.Pipelined schedule and multicast do not do; the user's value
+    wins, and the product compiles on the schedule they asked for."""
+    kernel = loader.load("gemm")
+    assert kernel.resolve({"M": 128, "N": 8192, "K": 8192}).tile["split_k"] == 2
+    config = kernel.resolve({"M": 128, "N": 8192, "K": 8192, **asked})
+    assert all(config.tile[k] == v for k, v in asked.items()) and config.tile["split_k"] == 1
+    options = {k: config.tile[k] for k in ("warp_specialized", "split_k", "multicast")}
+    kernel.module.check_options(**options)
+    kernel.prim_func(config)
+    with pytest.raises(ValueError, match="split_k"):  # the rule's split beside what the user set: refused
+        kernel.module.check_options(**{**options, "split_k": 2})
+
 @pytest.mark.parametrize("asked, follows", [(dict(block_M=64), dict(threads=128)),
                                             (dict(block_M=192), dict(threads=384)),
                                             (dict(threads=128), dict(block_M=64))])
