@@ -123,11 +123,13 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
         if split_k == 1:
             C_shared = T.alloc_shared((block_M, block_N), dtype)
             rank = T.block_rank_in_cluster() if multicast else 0  # which of the pair's tile rows
+            row_rank, k_rank = rank, 0
         else:
             partial = T.alloc_shared((split_k, rows, block_N), accum_dtype)  # this CTA's fp32 tile, in slices
             received = T.alloc_shared((split_k - 1, rows, block_N), accum_dtype)  # the others' parts of its rows
             arrived = T.alloc_barrier([split_k - 1])  # one arrival a sender, with the bytes it sends
             rank = T.block_rank_in_cluster()  # which part of K this CTA multiplies
+            row_rank, k_rank = 0, rank
             # With the cluster_wait below: no CTA sends into another before the receiver's barrier is set up.
             T.cluster_arrive_relaxed()
         # Each buffer has two barriers: `full` (its tiles have arrived; the TMA unit counts their bytes in)
@@ -142,20 +144,21 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
         else:
             empty = T.alloc_barrier([consumers] * num_stages)
         tile = T.alloc_local((2,), "int32")
-        column_values = T.alloc_fragment((block_N,), dtype)  # the tile's columns of `extra`, for the epilogue
+        # The tile's columns of `extra`, for the epilogue.
+        column_values = T.alloc_fragment((block_N,), dtype) if epilogue is not None else None
         tx = T.get_thread_binding()
 
         if tx >= consumers:  # the producer warpgroup: TMA loads, num_stages steps ahead, tile after tile
             T.set_max_nreg(40, 0)  # it needs few registers: give them to the consumers
             for i in T.serial(rounds):
                 if block + i * num_sms < num_tiles:  # the last round may have no tile for this block
-                    tile_at(block + i * num_sms, tile, rank if multicast else 0)
+                    tile_at(block + i * num_sms, tile, row_rank)
                     for k in T.serial(k_steps):
                         step = i * k_steps + k  # this block's steps so far: which buffer, which round of it
                         s = step % num_stages
                         T.mbarrier_wait_parity(empty[s], ((step // num_stages) & 1) ^ 1)
                         # Out-of-range rows and columns of a ragged edge read as zero (TMA fills them).
-                        kk = rank * k_steps + k if split_k > 1 else k  # the step of K (past K: zeros)
+                        kk = k_rank * k_steps + k  # the step of K (past K, the last CTA's tail reads zeros)
                         T.tma_copy(A[tile[1] * block_M:(tile[1] + 1) * block_M,
                                      kk * block_K:(kk + 1) * block_K], A_shared[s, :, :], barrier=full[s])
                         # With multicast, the pair's first CTA loads B into both (the other issues nothing).
@@ -167,7 +170,7 @@ def warp_specialized_tiles(M, N, K, dtype, block_M, block_N, block_K, num_stages
             T.set_max_nreg(232, 1)
             for i in T.serial(rounds):
                 if block + i * num_sms < num_tiles:
-                    tile_at(block + i * num_sms, tile, rank if multicast else 0)
+                    tile_at(block + i * num_sms, tile, row_rank)
                     if epilogue is not None:  # loaded now, so that the main loop hides the loads' latency
                         for c in T.Parallel(block_N):
                             column = tile[0] * block_N + c
