@@ -144,19 +144,12 @@ DTYPES = ["float16", "bfloat16"]
 # (bench/README.md). 256-wide tiles in both M and N, or 4 stages of them, do not fit in shared memory (6 and 8
 # stages fit smaller tiles only: `deepest_pipeline`); with 256 threads the two consumer warpgroups split block_M,
 # so block_M = 64 needs threads = 128.
-SPACE = {
-    "block_M": [64, 128, 256],
-    "block_N": [64, 128, 192, 256],
-    "block_K": [32, 64],
-    "num_stages": [2, 3, 4, 6, 8],
-    "threads": [128, 256],
-    "swizzle_panel": [0, 8, 16],
-    "split_k": [1, 2, 4],
-}
+SPACE = {"block_M": [64, 128, 256], "block_N": [64, 128, 192, 256], "block_K": [32, 64], "num_stages": [2, 3, 4, 6, 8],
+         "threads": [128, 256], "swizzle_panel": [0, 8, 16], "split_k": [1, 2, 4]}
 
 # warp_specialized=False is the T.Pipelined schedule: for comparison, and for GPUs before Hopper (the hand-written
-# schedule uses TMA, mbarriers and wgmma, which need sm_90a).
-OPTIONS = {"warp_specialized": [True, False]}
+# schedule uses TMA, mbarriers and wgmma, which need sm_90a). multicast: pairs of CTAs sharing B (the rule's, below).
+OPTIONS = {"warp_specialized": [True, False], "multicast": [False, True]}
 
 PRESETS = {
     "4096³": dict(M=4096, N=4096, K=4096),
@@ -167,13 +160,13 @@ PRESETS = {
 }
 
 
-
 def shape_class(M, N, K):
-    """Rows TMA cannot load (below), or enough output tiles of 128 × 256 for half the SMs, or too few (skinny): a
-    config tuned for one says little about the others."""
+    """Rows TMA cannot load (below), or enough output tiles of 128 × 256 for half the SMs, or too few (skinny), and
+    rows off a 128-byte line (where the rule multicasts): a config tuned for one says little about the others."""
     if K % 8 or N % 8:
         return "rows off 16 bytes"
-    return "large" if -(-M // 128) * -(-N // 256) >= 132 // 2 else "skinny"
+    size = "large" if -(-M // 128) * -(-N // 256) >= 132 // 2 else "skinny"
+    return size + (", rows off 128 bytes" if N % 64 or K % 64 else "")
 
 
 # The tiles the rule picks from: (block_M, block_N, threads, num_stages, speed of a full round of them relative to
@@ -225,10 +218,10 @@ SPLIT_COST = 5 * 64
 SPLIT_MOST_INTENSITY = 256
 
 
-def pick_config(M, N, K, num_sms=132, tiles=TILES, split=True):
+def pick_config(M, N, K, num_sms=132, tiles=TILES, split=True, multicast=True):
     """The config for an M × N × K product when none is set, tuned or preset (playground/engine/config_choice.py).
-    `tiles`: the TILES to choose from (kernels/gemm_epilogue.py passes those its own SPACE has); `split`: whether
-    split K may be chosen (gemm_epilogue has no split-K schedule)."""
+    `tiles`: the TILES to choose from (kernels/gemm_epilogue.py passes those its own SPACE has); `split`,
+    `multicast`: whether split K or multicast may be chosen (gemm_epilogue has neither schedule)."""
     # TMA needs every row of A (K elements) and of B and C (N elements) to start on a 16-byte boundary (8 fp16 or
     # bf16 values). The hand-written schedule loads only by TMA, so other sizes (K = 2047) take the T.Pipelined one,
     # which then copies with cp.async; with 256-wide tiles that copy runs out of registers, 128-wide ones fit.
@@ -262,7 +255,15 @@ def pick_config(M, N, K, num_sms=132, tiles=TILES, split=True):
         if fitting:
             t = min(fitting, key=lambda t: time(t[0], t[1], t[4], t[5]))
             if time(t[0], t[1], t[4], t[5]) < time(block_M, block_N, speed):
-                config = {"block_M": t[0], "block_N": t[1], "threads": t[2], "num_stages": t[3], "split_k": t[5]}
+                return {"block_M": t[0], "block_N": t[1], "threads": t[2], "num_stages": t[3], "split_k": t[5]}
+
+    # Rows of A or B off a 128-byte line (K or N not a multiple of 64 two-byte values): a TMA box's rows then each
+    # span two lines of L2, and L2, not the tensor cores, sets the pace (3000 × 5000 × 1000: L2 78% busy, SMs 49%).
+    # Pairs of CTAs that load each step of B once for both (multicast) halve B's share of it: on an H100, 3000 ×
+    # 5000 × 1000 0.70× → 0.92× cuBLAS, 3000 × 5120 × 1000 0.82× → 0.94×. On aligned rows L2 keeps up and pairing
+    # costs (1024³: 0.80 the speed). Under 4 tile rows, a pair's row past M would leave too many SMs idle.
+    if multicast and (N % 64 or K % 64) and -(-M // block_M) >= 4:
+        config["multicast"] = True
     return config
 
 
@@ -288,8 +289,7 @@ def flops(M, N, K):
 
 
 def bytes_moved(M, N, K, dtype):
-    size = 4 if dtype == "float32" else 2
-    return size * (M * K + K * N + M * N)
+    return (4 if dtype == "float32" else 2) * (M * K + K * N + M * N)
 
 
 if __name__ == "__main__":

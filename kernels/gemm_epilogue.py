@@ -126,7 +126,7 @@ def shape_class(M, N, K):
 def pick_config(M, N, K, num_sms=132):
     """gemm.py's rule, for the same reasons: this kernel's schedules are gemm.py's."""
     from kernels.gemm import pick_config as gemm_pick_config  # (imported here for the reason given in the factory)
-    return gemm_pick_config(M, N, K, num_sms, split=False)  # (this kernel has no split-K schedule)
+    return gemm_pick_config(M, N, K, num_sms, split=False, multicast=False)  # (it has neither schedule)
 
 
 CHECK_SHAPES = [dict(M=1024, N=1024, K=1024), dict(M=1000, N=1048, K=1000), dict(M=1000, N=1000, K=1000)]
