@@ -186,9 +186,8 @@ def stage_bytes(block_M, block_N, block_K=64, element_size=2):
 def output_bytes(block_M, block_N, element_size=2, split_k=1):
     """Shared memory for a finished tile: the tile for its store, or with split_k > 1 the fp32 tile in slices and
     the slots for the other CTAs' parts of this one's slice (schedule 3)."""
-    if split_k == 1:
-        return block_M * block_N * element_size
-    return block_M * block_N * 4 + (split_k - 1) * (block_M // split_k) * block_N * 4
+    return (block_M * block_N * element_size if split_k == 1 else
+            block_M * block_N * 4 + (split_k - 1) * (block_M // split_k) * block_N * 4)
 
 
 def deepest_pipeline(block_M, block_N, block_K=64, element_size=2, most=8, split_k=1):
@@ -201,7 +200,6 @@ def deepest_pipeline(block_M, block_N, block_K=64, element_size=2, most=8, split
 TILES = [(128, 256, 256, deepest_pipeline(128, 256), 1.00), (128, 192, 256, deepest_pipeline(128, 192), 0.98),
          (128, 128, 256, deepest_pipeline(128, 128), 0.98), (64, 128, 128, deepest_pipeline(64, 128), 0.61)]
 
-
 # Split K (schedule 3): two CTAs of a cluster a tile, at most one round of them (the CTAs of an unfinished tile wait
 # for each other), in 128 × 128 tiles (a CTA's accumulator is 64 KiB of fp32) or 64 × 128. Adding the parts costs
 # about as long as 5 steps of K (`SPLIT_COST`, in elements of K): write the accumulator to shared memory, copy a
@@ -211,11 +209,13 @@ SPLIT_TILES = [(128, 128, 256, deepest_pipeline(128, 128, split_k=2), 0.98, 2),
                (64, 128, 128, deepest_pipeline(64, 128, split_k=2), 0.61, 2)]
 SPLIT_COST = 5 * 64
 # Split only a product bound by memory, at most this many multiply-adds per element of A, B and C it moves: there
-# every idle SM is bandwidth lost, while a product bound by the tensor cores loses more to adding the parts than to
-# a part-empty round (H200, bf16: 128 × 8192 × 8192, 124 per element, 0.78× → 0.94× cuBLAS split; 256 × 4096 ×
-# 4096, 227, 0.79× → 0.93×; 1024 × 1024 × 8192, 482, 1.01× → 0.81×). An H200 does 989 TFLOP/s on 4.8 TB/s: 103
-# multiply-adds per byte, 206 per 2-byte element.
+# every idle SM is bandwidth lost, while one bound by the tensor cores loses more adding the parts (H200, bf16:
+# 128 × 8192 × 8192, 124 an element, 0.78× → 0.94× cuBLAS split; 256 × 4096², 227, 0.79× → 0.93×; 1024 × 1024 ×
+# 8192, 482, 1.01× → 0.81×). An H200 does 989 TFLOP/s on 4.8 TB/s: 206 multiply-adds per 2-byte element.
 SPLIT_MOST_INTENSITY = 256
+# A tile goes with its threads, stages and split: of these, those a user leaves on auto follow those they set (TIED).
+TIED = {("block_M", "block_N", "threads", "num_stages", "split_k"):
+        [t[:4] + (1,) for t in TILES] + [t[:4] + (t[5],) for t in SPLIT_TILES]}
 
 
 def pick_config(M, N, K, num_sms=132, tiles=TILES, split=True, multicast=True):
@@ -257,11 +257,11 @@ def pick_config(M, N, K, num_sms=132, tiles=TILES, split=True, multicast=True):
             if time(t[0], t[1], t[4], t[5]) < time(block_M, block_N, speed):
                 return {"block_M": t[0], "block_N": t[1], "threads": t[2], "num_stages": t[3], "split_k": t[5]}
 
-    # Rows of A or B off a 128-byte line (K or N not a multiple of 64 two-byte values): a TMA box's rows then each
-    # span two lines of L2, and L2, not the tensor cores, sets the pace (3000 × 5000 × 1000: L2 78% busy, SMs 49%).
-    # Pairs of CTAs that load each step of B once for both (multicast) halve B's share of it: on an H100, 3000 ×
-    # 5000 × 1000 0.70× → 0.92× cuBLAS, 3000 × 5120 × 1000 0.82× → 0.94×. On aligned rows L2 keeps up and pairing
-    # costs (1024³: 0.80 the speed). Under 4 tile rows, a pair's row past M would leave too many SMs idle.
+    # Rows of A or B off a 128-byte line (K or N not a multiple of 64 two-byte values) make each TMA box row span
+    # two lines of L2, and L2 sets the pace (3000 × 5000 × 1000: L2 78% busy, SMs 49%). Pairs of CTAs loading each
+    # step of B once for both (multicast) halve B's share: on an H100 0.70× → 0.92× cuBLAS there, 3000 × 5120 ×
+    # 1000 0.82× → 0.94×. On aligned rows pairing costs (1024³: 0.80 the speed). Under 4 tile rows, a pair's row
+    # past M would leave too many SMs idle.
     if multicast and (N % 64 or K % 64) and -(-M // block_M) >= 4:
         config["multicast"] = True
     return config

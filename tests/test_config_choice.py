@@ -117,6 +117,26 @@ def test_the_gemm_rule_pairs_ctas_to_share_b_where_rows_are_off_a_128_byte_line(
         assert tile["multicast"] is False and all(tile[k] == v for k, v in asked.items())
 
 
+def test_a_gemm_tile_the_user_sets_brings_its_own_threads_and_stages_not_the_rules_for_another_tile(own_data):
+    """1024³: the rule's 64 × 128 tile has 8 stages; with the user's 128 × 128 those 8 did not fit in shared memory
+    (the GPU run found it: a `resources` error where the user had set only the tile). The rest follows the tile the
+    user set (TIED), keeping as much of the rule's pick as fits."""
+    from playground.engine.compile import compile_kernel
+    gemm = loader.load("gemm")
+    config = gemm.resolve(dict(M=1024, N=1024, K=1024, block_M=128, block_N=128, warp_specialized=False))
+    assert (config.tile["threads"], config.tile["num_stages"]) == (256, 6)
+    assert compile_kernel(gemm, config, "sm_90a")["ok"]
+    # block_M = 128 again at 3072³ keeps the rule's 128 × 192; block_M = 64 on a split product keeps the split
+    assert gemm.resolve(dict(M=3072, N=3072, K=3072, block_M=128)).tile["block_N"] == 192
+    split = gemm.resolve(dict(M=128, N=8192, K=8192, block_M=64)).tile
+    assert (split["split_k"], split["threads"]) == (2, 128)
+    assert split["num_stages"] == gemm.module.deepest_pipeline(64, 128, split_k=2)
+    # what the user sets is never changed, and gemm_epilogue's ties are gemm's tiles
+    assert gemm.resolve(dict(M=1024, N=1024, K=1024, block_M=128, num_stages=2)).tile["num_stages"] == 2
+    epilogue = loader.load("gemm_epilogue").module.TIED
+    assert list(epilogue.values())[0] == [t[:4] for t in gemm.module.TILES]
+
+
 def test_the_deepest_pipeline_fits_in_shared_memory_and_the_shipped_tiles_keep_theirs():
     from kernels.gemm import SHARED_MEMORY, TILES, deepest_pipeline
     for block_M, block_N, _, stages, _ in TILES:

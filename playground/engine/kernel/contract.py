@@ -287,7 +287,10 @@ class Kernel:
                 continue
             fits = [t for t in together if all(t[i] == given[names[i]] for i in set_by_user)]
             if fits:  # (a value outside the ties is the user's to try: the rest stays as picked)
-                out.update({n: fits[0][i] for i, n in enumerate(names) if n not in given and n in tile})
+                # Of those, the one that keeps most of what was picked (gemm: the rule's 128 × 192 tile stays
+                # when the user sets its block_M = 128 again, rather than the first tuple's 128 × 256).
+                best = max(fits, key=lambda t: sum(t[i] == tile.get(n) for i, n in enumerate(names)))
+                out.update({n: best[i] for i, n in enumerate(names) if n not in given and n in tile})
         return out
 
     def _consistent(self, tile: dict) -> bool:
