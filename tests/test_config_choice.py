@@ -131,6 +131,9 @@ def test_a_gemm_tile_the_user_sets_brings_its_own_threads_and_stages_not_the_rul
     split = gemm.resolve(dict(M=128, N=8192, K=8192, block_M=64)).tile
     assert (split["split_k"], split["threads"]) == (2, 128)
     assert split["num_stages"] == gemm.module.deepest_pipeline(64, 128, split_k=2)
+    # never a tie the kernel refuses beside what the user set: 4 stages of 128 × 128 are split K's, not multicast's
+    both = gemm.resolve(dict(M=1100, N=1048, K=1000, block_M=128, block_N=128, num_stages=4, multicast=True)).tile
+    assert both["split_k"] == 1 and gemm.module.check_options(both["warp_specialized"], both["split_k"], True) is None
     # what the user sets is never changed, and gemm_epilogue's ties are gemm's tiles
     assert gemm.resolve(dict(M=1024, N=1024, K=1024, block_M=128, num_stages=2)).tile["num_stages"] == 2
     epilogue = loader.load("gemm_epilogue").module.TIED

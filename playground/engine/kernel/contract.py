@@ -285,12 +285,15 @@ class Kernel:
             set_by_user = [i for i, n in enumerate(names) if n in given]
             if not set_by_user or len(set_by_user) == len(names):
                 continue
-            fits = [t for t in together if all(t[i] == given[names[i]] for i in set_by_user)]
+            def followed(t):
+                return {n: t[i] for i, n in enumerate(names) if n not in given and n in tile}
+            # (never a tuple the kernel's check_options refuses beside the rest: gemm's split K beside multicast)
+            fits = [t for t in together if all(t[i] == given[names[i]] for i in set_by_user)
+                    and self._consistent({**tile, **followed(t)})]
             if fits:  # (a value outside the ties is the user's to try: the rest stays as picked)
                 # Of those, the one that keeps most of what was picked (gemm: the rule's 128 × 192 tile stays
                 # when the user sets its block_M = 128 again, rather than the first tuple's 128 × 256).
-                best = max(fits, key=lambda t: sum(t[i] == tile.get(n) for i, n in enumerate(names)))
-                out.update({n: best[i] for i, n in enumerate(names) if n not in given and n in tile})
+                out.update(followed(max(fits, key=lambda t: sum(t[i] == tile.get(n) for i, n in enumerate(names)))))
         return out
 
     def _consistent(self, tile: dict) -> bool:
