@@ -171,10 +171,9 @@ def shape_class(M, N, K):
 
 # The tiles the rule picks from: (block_M, block_N, threads, num_stages, speed of a full round of them relative to
 # 128 × 256, measured on the H200 from 4096³ to 8192³; 128 × 192 on an H100 at 3072³, 4096³ and 8192 × 8192 × 1024).
-# Each keeps as many stages as fit in shared memory beside its output tile (`deepest_pipeline`): a smaller tile
-# reuses what it fetches less, so needs more in flight (64 × 128: 0.61 of 128 × 256 with 4 stages, 0.44 with 3; at
-# 1024³ 8 stages instead of 4 gave 1.05× cuBLAS instead of 0.92× on an H100). 192 columns are a legal wgmma width:
-# a step between 128 and 256 for outputs whose tiles of either leave a round part-empty.
+# Each keeps as many stages as fit beside its output tile (`deepest_pipeline`): a smaller tile reuses what it fetches
+# less, so needs more in flight (64 × 128: 0.61 of 128 × 256 with 4 stages, 0.44 with 3; 1024³ on an H100, 8 stages:
+# 1.05× cuBLAS, 4: 0.92×). 192 columns, a legal wgmma width, fit outputs whose 128 or 256 leave a round part-empty.
 SHARED_MEMORY = 227 * 1024  # what one block may use on an H100 or H200
 
 
@@ -201,10 +200,9 @@ TILES = [(128, 256, 256, deepest_pipeline(128, 256), 1.00), (128, 192, 256, deep
          (128, 128, 256, deepest_pipeline(128, 128), 0.98), (64, 128, 128, deepest_pipeline(64, 128), 0.61)]
 
 # Split K (schedule 3): two CTAs of a cluster a tile, at most one round of them (the CTAs of an unfinished tile wait
-# for each other), in 128 × 128 tiles (a CTA's accumulator is 64 KiB of fp32) or 64 × 128. Adding the parts costs
-# about as long as 5 steps of K (`SPLIT_COST`, in elements of K): write the accumulator to shared memory, copy a
-# slice to the other CTA, read it back, store. Four CTAs a tile are left to `tune`: on the H200 they lost wherever
-# they were timed (128 × 4096 × 4096: 0.51× cuBLAS, against 0.70× unsplit), three slices to add and 3 stages only.
+# for each other), in 128 × 128 tiles or 64 × 128. Adding the parts costs about 5 steps of K (`SPLIT_COST`, in
+# elements of K): the accumulator to shared memory, a slice to the other CTA, back, store. Four CTAs a tile are left
+# to `tune` (H200: 128 × 4096 × 4096 0.51× cuBLAS, against 0.70× unsplit: three slices to add, 3 stages only).
 SPLIT_TILES = [(128, 128, 256, deepest_pipeline(128, 128, split_k=2), 0.98, 2),
                (64, 128, 128, deepest_pipeline(64, 128, split_k=2), 0.61, 2)]
 SPLIT_COST = 5 * 64
@@ -260,9 +258,11 @@ def pick_config(M, N, K, num_sms=132, tiles=TILES, split=True, multicast=True):
     # Rows of A or B off a 128-byte line (K or N not a multiple of 64 two-byte values) make each TMA box row span
     # two lines of L2, and L2 sets the pace (3000 × 5000 × 1000: L2 78% busy, SMs 49%). Pairs of CTAs loading each
     # step of B once for both (multicast) halve B's share: on an H100 0.70× → 0.92× cuBLAS there, 3000 × 5120 ×
-    # 1000 0.82× → 0.94×. On aligned rows pairing costs (1024³: 0.80 the speed). Under 4 tile rows, a pair's row
-    # past M would leave too many SMs idle.
-    if multicast and (N % 64 or K % 64) and -(-M // block_M) >= 4:
+    # 1000 0.82× → 0.94×. So do outputs of two rows of tiles narrower than 256 (256 × 8192 × 8192: 0.86× → 0.99×;
+    # 128 × 256 tiles are bound by memory already). On aligned rows of more tiles pairing costs (1024³: 0.80 the
+    # speed), and a pair's row past M (with an odd count) leaves SMs idle (384 × 8192 × 8192: 0.51 the speed).
+    rows = -(-M // block_M)
+    if multicast and ((N % 64 or K % 64) and rows >= 4 or rows == 2 and block_M == 128 and block_N < 256):
         config["multicast"] = True
     return config
 

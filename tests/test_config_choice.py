@@ -101,15 +101,20 @@ def test_the_gemm_rule_splits_k_where_the_output_has_too_few_tiles_for_the_sms_a
 
 def test_the_gemm_rule_pairs_ctas_to_share_b_where_rows_are_off_a_128_byte_line(own_data):
     """N or K not a multiple of 64 (rows of B or A off a 128-byte line of L2): multicast, which won there on the GPU
-    (3000 × 5000 × 1000: 0.70× → 0.92× cuBLAS); on aligned rows it lost, so no pair; nor below 4 tile rows, nor
-    beside a split, nor in gemm_epilogue (no multicast schedule), nor beside the user's T.Pipelined schedule."""
+    (3000 × 5000 × 1000: 0.70× → 0.92× cuBLAS); on aligned rows it lost, so no pair (but for two rows of tiles, below);
+    nor at 3 tile rows, nor beside a split, nor in gemm_epilogue (no multicast schedule), nor beside the user's
+    T.Pipelined schedule."""
     gemm = loader.load("gemm")
     for problem in (dict(M=3000, N=5000, K=1000), dict(M=3000, N=5120, K=1000), dict(M=2048, N=11000, K=4096),
                     dict(M=1000, N=1000, K=1000)):
         tile = gemm.resolve(problem).tile
         assert tile["multicast"] is True and tile["split_k"] == 1 and tile["warp_specialized"], problem
+    # two rows of tiles narrower than 256, bound by memory: both read every step of B (256 × 8192 × 8192: 0.86× →
+    # 0.99× paired); not three rows (the pair's second row past M: half the speed), nor 128 × 256 tiles (level)
+    assert gemm.resolve(dict(M=256, N=8192, K=8192)).tile["multicast"] is True
     for problem in (dict(M=4096, N=4096, K=4096), dict(M=1024, N=1024, K=1024), dict(M=3072, N=3072, K=3072),
-                    dict(M=256, N=5000, K=1000), dict(M=128, N=8000, K=8000)):
+                    dict(M=384, N=5000, K=1000), dict(M=128, N=8000, K=8000), dict(M=384, N=8192, K=8192),
+                    dict(M=256, N=16384, K=4096)):
         assert gemm.resolve(problem).tile["multicast"] is False, problem
     assert "multicast" not in loader.load("gemm_epilogue").resolve(dict(M=3000, N=5000, K=1000)).tile
     for asked in (dict(warp_specialized=False), dict(split_k=2)):

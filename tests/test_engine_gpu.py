@@ -135,6 +135,7 @@ def test_persistent_flash_attention_verifies_when_query_blocks_outnumber_the_sms
     ("gemm", dict(M=16384, N=256, K=4096)),    # 128 × 128 tiles, six stages (an output of 256 columns)
     ("gemm", dict(M=3000, N=5000, K=1000)),    # rows off a 128-byte line: pairs of CTAs sharing B (multicast)
     ("gemm", dict(M=1000, N=1000, K=1000)),    # the same, 64 × 128 tiles, eight stages, 16 tile rows in 8 pairs
+    ("gemm", dict(M=256, N=8192, K=8192)),     # two rows of 128 × 128 tiles, each step of B multicast to both
 ])
 def test_the_rules_configs_off_the_presets_verify_on_every_check_shape(name, problem):
     # The rule's config for this problem is the one every check shape runs with, ragged ones included.
