@@ -26,10 +26,9 @@ def gemm(M=4096, N=4096, K=4096, dtype="float16",
          block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, swizzle_panel=8,
          warp_specialized=True, num_sms=132, split_k=1, multicast=False):
     """`threads`: the threads that multiply (two warpgroups at the default); on Hopper a 128-thread producer
-    warpgroup comes on top. `num_sms`: blocks of the persistent schedule, one per SM (132 on an H100 SXM or
-    H200; the playground sets it to the count of the GPU present). `split_k`: CTAs that share each output tile,
-    each taking a part of K (schedule 3). `multicast`: two CTAs of a cluster, in neighbouring tile rows of one tile
-    column, load each step of B once for both (schedule 2)."""
+    warpgroup comes on top. `num_sms`: blocks of the persistent schedule, one per SM (132 on an H100 SXM or H200;
+    the playground sets it to the GPU's count). `split_k`: CTAs that share each output tile, each taking a part of K
+    (schedule 3). `multicast`: two CTAs in neighbouring tile rows load each step of B once for both (schedule 2)."""
     check_options(warp_specialized=warp_specialized, split_k=split_k, multicast=multicast)
     if not warp_specialized:
         return gemm_pipelined(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle_panel)
@@ -40,8 +39,7 @@ def gemm(M=4096, N=4096, K=4096, dtype="float16",
 
 
 def check_options(warp_specialized, split_k, multicast):
-    """Refuse the combinations no schedule implements, rather than run another schedule than the one asked for (the
-    engine asks this too, so that a rule's split K never meets a user's warp_specialized=False or multicast)."""
+    """Refuse the combinations no schedule implements (the engine asks too, of a rule's config with values over it)."""
     for asked, name in ((split_k > 1, "split_k > 1"), (multicast, "multicast=True")):
         if asked and not warp_specialized:
             raise ValueError(f"{name} runs on the warp-specialized schedule only: set warp_specialized=True")
@@ -211,9 +209,9 @@ SPLIT_COST = 5 * 64
 # 128 × 8192 × 8192, 124 an element, 0.78× → 0.94× cuBLAS split; 256 × 4096², 227, 0.79× → 0.93×; 1024 × 1024 ×
 # 8192, 482, 1.01× → 0.81×). An H200 does 989 TFLOP/s on 4.8 TB/s: 206 multiply-adds per 2-byte element.
 SPLIT_MOST_INTENSITY = 256
-# A tile goes with its threads, stages and split: of these, those a user leaves on auto follow those they set (TIED).
-TIED = {("block_M", "block_N", "threads", "num_stages", "split_k"):
-        [t[:4] + (1,) for t in TILES] + [t[:4] + (t[5],) for t in SPLIT_TILES]}
+# A tile goes with its threads, split and the stage counts it holds (TIED: what a user leaves follows what they set).
+TIED = {("block_M", "block_N", "threads", "num_stages", "split_k"): [(m, n, threads, stages, split) for m, n, threads,
+        deepest, *_, split in [t + (1,) for t in TILES] + SPLIT_TILES for stages in range(deepest, 1, -1)]}
 
 
 def pick_config(M, N, K, num_sms=132, tiles=TILES, split=True, multicast=True):
@@ -255,14 +253,16 @@ def pick_config(M, N, K, num_sms=132, tiles=TILES, split=True, multicast=True):
             if time(t[0], t[1], t[4], t[5]) < time(block_M, block_N, speed):
                 return {"block_M": t[0], "block_N": t[1], "threads": t[2], "num_stages": t[3], "split_k": t[5]}
 
-    # Rows of A or B off a 128-byte line (K or N not a multiple of 64 two-byte values) make each TMA box row span
-    # two lines of L2, and L2 sets the pace (3000 × 5000 × 1000: L2 78% busy, SMs 49%). Pairs of CTAs loading each
-    # step of B once for both (multicast) halve B's share: on an H100 0.70× → 0.92× cuBLAS there, 3000 × 5120 ×
-    # 1000 0.82× → 0.94×. So do outputs of two rows of tiles narrower than 256 (256 × 8192 × 8192: 0.86× → 0.99×;
-    # 128 × 256 tiles are bound by memory already). On aligned rows of more tiles pairing costs (1024³: 0.80 the
-    # speed), and a pair's row past M (with an odd count) leaves SMs idle (384 × 8192 × 8192: 0.51 the speed).
-    rows = -(-M // block_M)
-    if multicast and ((N % 64 or K % 64) and rows >= 4 or rows == 2 and block_M == 128 and block_N < 256):
+    # Pairs of CTAs in neighbouring tile rows loading each step of B once for both (multicast) halve B's reads from
+    # L2. That pays where L2 sets the pace: rows of A or B off a 128-byte line (K or N not a multiple of 64 two-byte
+    # values) make each TMA box row span two lines (H100: 3000 × 5000 × 1000 0.70× → 0.92× cuBLAS, 6000 × 10000 ×
+    # 2000 0.82× → 0.96×), and two rows of tiles narrower than 256 read each step of B at once (256 × 8192 × 8192:
+    # 0.86× → 0.99×). Elsewhere the pair costs (1024³: 0.80 the speed), and so do the extra rounds of pairs over an
+    # odd count of rows where rounds are few (384 × 8192 × 8192: 86 pairs on 66 clusters, 2 rounds for 1: 0.51).
+    rows, columns = -(-M // block_M), -(-N // block_N)
+    rounds, paired_rounds = -(-rows * columns // num_sms), -(-(-(-rows // 2) * columns) // (num_sms // 2))
+    if multicast and paired_rounds - rounds <= rounds // 8 and ((N % 64 or K % 64) and rows >= 4 or
+                                                                rows == 2 and block_M == 128 and block_N < 256):
         config["multicast"] = True
     return config
 

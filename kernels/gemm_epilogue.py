@@ -116,10 +116,12 @@ PRESETS = {
     "1000×1000×1000 (ragged)": dict(M=1000, N=1000, K=1000),
 }
 
-# gemm.py's tiles with their threads and stages (its TIED; a test keeps the two the same): of these, those a user
-# leaves on auto follow those they set, so that a tile they pick keeps stages that fit it.
-TIED = {("block_M", "block_N", "threads", "num_stages"):
-        [(128, 256, 256, 3), (128, 192, 256, 4), (128, 128, 256, 6), (64, 128, 128, 8)]}
+# gemm.py's tiles with their threads and the stage counts that fit (its TIED's unsplit tuples; a test keeps the two
+# the same): of these, those a user leaves on auto follow those they set, so that a tile they pick keeps stages that
+# fit it, and stages they pick keep a tile that holds them.
+TIED = {("block_M", "block_N", "threads", "num_stages"): [
+    (m, n, threads, stages) for m, n, threads, deepest in [(128, 256, 256, 3), (128, 192, 256, 4), (128, 128, 256, 6),
+                                                          (64, 128, 128, 8)] for stages in range(deepest, 1, -1)]}
 
 
 def shape_class(M, N, K):

@@ -112,14 +112,35 @@ def test_the_gemm_rule_pairs_ctas_to_share_b_where_rows_are_off_a_128_byte_line(
     # two rows of tiles narrower than 256, bound by memory: both read every step of B (256 × 8192 × 8192: 0.86× →
     # 0.99× paired); not three rows (the pair's second row past M: half the speed), nor 128 × 256 tiles (level)
     assert gemm.resolve(dict(M=256, N=8192, K=8192)).tile["multicast"] is True
+    # nor where pairs over an odd count of rows take more rounds than the tiles alone (384 × 8192 × 8192: 2 for
+    # 1, 0.51 the speed; 520 × 3000 × 1000 likewise), while one round more in 19 still pays (6000 × 10000 × 2000)
+    assert gemm.resolve(dict(M=6000, N=10000, K=2000)).tile["multicast"] is True
     for problem in (dict(M=4096, N=4096, K=4096), dict(M=1024, N=1024, K=1024), dict(M=3072, N=3072, K=3072),
                     dict(M=384, N=5000, K=1000), dict(M=128, N=8000, K=8000), dict(M=384, N=8192, K=8192),
-                    dict(M=256, N=16384, K=4096)):
+                    dict(M=256, N=16384, K=4096), dict(M=520, N=3000, K=1000)):
         assert gemm.resolve(problem).tile["multicast"] is False, problem
     assert "multicast" not in loader.load("gemm_epilogue").resolve(dict(M=3000, N=5000, K=1000)).tile
-    for asked in (dict(warp_specialized=False), dict(split_k=2)):
-        tile = gemm.resolve(dict(M=3000, N=5000, K=1000, **asked)).tile
-        assert tile["multicast"] is False and all(tile[k] == v for k, v in asked.items())
+    # beside the user's T.Pipelined schedule the rule's tile stays, without its multicast; beside their split K,
+    # the split's own tile
+    rule = gemm.resolve(dict(M=1000, N=1000, K=1000)).tile
+    plain = gemm.resolve(dict(M=1000, N=1000, K=1000, warp_specialized=False)).tile
+    assert plain == {**rule, "warp_specialized": False, "multicast": False}
+    split = gemm.resolve(dict(M=3000, N=5000, K=1000, split_k=2)).tile
+    assert split["multicast"] is False and (split["block_M"], split["block_N"], split["num_stages"]) == (128, 128, 4)
+    gemm.module.check_options(split["warp_specialized"], split["split_k"], split["multicast"])
+
+
+def test_a_tuned_split_k_laid_over_the_rules_multicast_gives_a_config_the_kernel_takes(own_data):
+    """A tuning run stores its SPACE's values only, never multicast: its split K at 128 × 8192 × 8192 reused at
+    256 × 8192 × 8192 (same shape class), where the rule multicasts, made split K beside multicast, which the
+    kernel refuses (found in review). The table's tile stays; the option no one set goes back to its default."""
+    gemm = loader.load("gemm")
+    tuned = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 256, "split_k": 2}
+    config_choice.remember("gemm", dict(M=128, N=8192, K=8192), "float16", tuned, config_choice.gpu_model(), 1.0)
+    config = gemm.resolve(dict(M=256, N=8192, K=8192))
+    assert config.picked_by == "table" and {k: config.tile[k] for k in tuned} == tuned
+    assert config.tile["multicast"] is False
+    gemm.module.check_options(config.tile["warp_specialized"], config.tile["split_k"], config.tile["multicast"])
 
 
 def test_a_gemm_tile_the_user_sets_brings_its_own_threads_and_stages_not_the_rules_for_another_tile(own_data):
@@ -133,16 +154,26 @@ def test_a_gemm_tile_the_user_sets_brings_its_own_threads_and_stages_not_the_rul
     assert compile_kernel(gemm, config, "sm_90a")["ok"]
     # block_M = 128 again at 3072³ keeps the rule's 128 × 192; block_M = 64 on a split product keeps the split
     assert gemm.resolve(dict(M=3072, N=3072, K=3072, block_M=128)).tile["block_N"] == 192
+    # (and the rule's 4 stages, which 64 × 128 holds too: what follows changes as little as it must)
     split = gemm.resolve(dict(M=128, N=8192, K=8192, block_M=64)).tile
-    assert (split["split_k"], split["threads"]) == (2, 128)
-    assert split["num_stages"] == gemm.module.deepest_pipeline(64, 128, split_k=2)
+    assert (split["split_k"], split["threads"], split["num_stages"]) == (2, 128, 4)
+    # 3 stages at 256³ keep the rule's 64 × 128 tile (they fit it), not the 128 × 256 one that holds at most 3
+    assert gemm.resolve(dict(M=256, N=256, K=256, num_stages=3)).tile["block_M"] == 64
     # never a tie the kernel refuses beside what the user set: 4 stages of 128 × 128 are split K's, not multicast's
     both = gemm.resolve(dict(M=1100, N=1048, K=1000, block_M=128, block_N=128, num_stages=4, multicast=True)).tile
-    assert both["split_k"] == 1 and gemm.module.check_options(both["warp_specialized"], both["split_k"], True) is None
-    # what the user sets is never changed, and gemm_epilogue's ties are gemm's tiles
+    assert both["split_k"] == 1
+    gemm.module.check_options(both["warp_specialized"], both["split_k"], True)  # (raises where refused)
+    # a stage count the user sets brings the tile that holds it, and the answer says so
+    deep = gemm.resolve(dict(M=4096, N=4096, K=4096, num_stages=8))
+    assert (deep.tile["block_M"], deep.tile["block_N"], deep.tile["threads"]) == (64, 128, 128)
+    assert deep.to_json()["notes"] == ["block_M=64, block_N=128, threads=128: they go with num_stages=8"]
+    assert "notes" not in gemm.resolve(dict(M=3072, N=3072, K=3072, block_M=128)).to_json()  # nothing followed
+    # what the user sets is never changed, and gemm_epilogue's ties are gemm's unsplit ones
     assert gemm.resolve(dict(M=1024, N=1024, K=1024, block_M=128, num_stages=2)).tile["num_stages"] == 2
-    epilogue = loader.load("gemm_epilogue").module.TIED
-    assert list(epilogue.values())[0] == [t[:4] for t in gemm.module.TILES]
+    epilogue = list(loader.load("gemm_epilogue").module.TIED.values())[0]
+    assert epilogue == [t[:4] for t in list(gemm.module.TIED.values())[0] if t[4] == 1]
+    for block_M, block_N, _, stages, split_k in list(gemm.module.TIED.values())[0]:  # every tie fits
+        assert stages <= gemm.module.deepest_pipeline(block_M, block_N, split_k=split_k)
 
 
 def test_the_deepest_pipeline_fits_in_shared_memory_and_the_shipped_tiles_keep_theirs():

@@ -63,8 +63,11 @@ def test_bench_readme_table_is_the_one_in_h200_json():
     rows = json.loads((ROOT / "bench" / "h200.json").read_text())
     want = [f"| {r['kernel']} | {r['dtype']} | {r['shape']} | {r['baseline']} | {r['ratio']:.3f} | "
             f"{r['target']:.2f} | {'yes' if r['met'] else 'no'} |" for r in rows]
-    table = [line for line in (ROOT / "bench" / "README.md").read_text().splitlines()
-             if line.startswith("| ") and not line.startswith("| kernel |")]
+    # the table of the section "Results on an NVIDIA H200" (other sections have tables of their own trials)
+    text = (ROOT / "bench" / "README.md").read_text()
+    section = text[text.index("## Results on an NVIDIA H200"):]
+    section = section[:section.index("\n### ")]
+    table = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| kernel |")]
     assert table == want
     met = sum(r["met"] for r in rows)
     assert f"{met} of {len(rows)}" in (ROOT / "bench" / "README.md").read_text()

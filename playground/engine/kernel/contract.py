@@ -262,20 +262,35 @@ class Kernel:
         choice = (config_choice.choose(self, problem, dtype) if set(self.tile_names) - set(tile_values) else
                   config_choice.Choice({}, "user"))
         tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
-        if tile_values and choice.picked_by in ("rule", "table") and not self._consistent(tile):
-            # The rule's or the table's config, with the values the user set laid over it, is a combination the
-            # kernel refuses (flash_attention: pingpong from the head-dim-64 rule with the user's overlap=False):
-            # what the user set wins, and the rest falls back to the factory's defaults. A preset's tuned config is
-            # what the user picked by name: flipping one of its options there is refused with the kernel's message.
-            choice = config_choice.Choice({n: self.defaults[n] for n in self.tile_names if n in self.defaults},
-                                          "default")
-            tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
-        tile.update(self.follow_user(tile, tile_values))
+        if choice.picked_by in ("rule", "table") and not self._consistent(tile):
+            # The rule's or the table's config, with the values the user set laid over it (or a table's entry laid
+            # over the rule: a tuned split K beside the rule's multicast), is a combination the kernel refuses
+            # (flash_attention: pingpong from the head-dim-64 rule with the user's overlap=False). What the user
+            # set wins: first the options no one set go back to the factory's defaults (gemm's tile stays beside
+            # the user's warp_specialized=False, without the rule's multicast); if that is still refused, every
+            # value not set falls back to the defaults. A preset's tuned config is what the user picked by name:
+            # flipping one of its options there is refused with the kernel's message.
+            plain = {**tile, **{n: self.defaults[n] for n in self.options if n not in tile_values and n in tile}}
+            if self._consistent(plain):
+                tile = plain
+            else:
+                choice = config_choice.Choice({n: self.defaults[n] for n in self.tile_names if n in self.defaults},
+                                              "default")
+                tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
+        changed = {n: v for n, v in self.follow_user(tile, tile_values).items() if tile[n] != v}
+        tile.update(changed)
+        notes = ()
+        if changed:  # said in the answer: a stage count the user sets may bring another tile, the one that holds it
+            leaders = ", ".join(f"{n}={tile_values[n]}" for n in tile_values if n in self._tied_names())
+            notes = (f"{', '.join(f'{n}={v}' for n, v in changed.items())}: they go with {leaders}",)
         for name, allowed in self.options.items():
             if name in tile and tile[name] not in allowed:
                 raise StageError("parameters", f"{name} must be one of {allowed}, not {tile[name]!r}")
         tuned_for = (f"{problem_label(choice.tuned_at)} on {choice.gpu}" if choice.tuned_at is not None else None)
-        return Config(problem, dtype, tile, choice.picked_by, tuned_for, tuple(tile_values))
+        return Config(problem, dtype, tile, choice.picked_by, tuned_for, tuple(tile_values), notes=notes)
+
+    def _tied_names(self) -> set[str]:
+        return {n for names in getattr(self.module, "TIED", {}) for n in names}
 
     def follow_user(self, tile: dict, given: dict) -> dict:
         """The kernel file's TIED parameters ({names: the value tuples that go together}, flash_attention's block_M
