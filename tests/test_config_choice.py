@@ -130,6 +130,21 @@ def test_the_gemm_rule_pairs_ctas_to_share_b_where_rows_are_off_a_128_byte_line(
     gemm.module.check_options(split["warp_specialized"], split["split_k"], split["multicast"])
 
 
+def test_tuning_from_the_rules_multicast_tries_split_k_without_it_and_keeps_what_the_user_set(own_data):
+    """Candidates lay the space's values over the config: split K beside the rule's multicast was refused, two
+    thirds of the space spent on nothing (found in review). The engine's multicast gives way; the user's does not."""
+    from playground.engine.tune import candidates
+    gemm = loader.load("gemm")
+    check = gemm.module.check_options
+    ruled = candidates(gemm, gemm.resolve(dict(M=3000, N=5000, K=1000)))
+    assert ruled[0].tile["multicast"] is True and any(c.tile["split_k"] > 1 for c in ruled)
+    for c in ruled:
+        check(c.tile["warp_specialized"], c.tile["split_k"], c.tile["multicast"])
+    assert all(c.tile["multicast"] == (c.tile["split_k"] == 1) for c in ruled)
+    asked = candidates(gemm, gemm.resolve(dict(M=3000, N=5000, K=1000, multicast=True)))
+    assert asked and all(c.tile["multicast"] is True and c.tile["split_k"] == 1 for c in asked)
+
+
 def test_a_tuned_split_k_laid_over_the_rules_multicast_gives_a_config_the_kernel_takes(own_data):
     """A tuning run stores its SPACE's values only, never multicast: its split K at 128 × 8192 × 8192 reused at
     256 × 8192 × 8192 (same shape class), where the rule multicasts, made split K beside multicast, which the

@@ -40,7 +40,10 @@ def candidates(kernel: Kernel, config: Config, max_configs: int | None = None, s
     rest = [c for c in every if c != current]
     if max_configs is not None and len(rest) > max_configs - 1:
         rest = random.Random(seed).sample(rest, max(0, max_configs - 1))
-    return [Config(config.problem, config.dtype, {**config.tile, **c}) for c in [current] + rest]
+    # A candidate the kernel refuses beside an option the engine picked (gemm: split K beside the rule's multicast)
+    # is tried with that option at its default; one it refuses beside what the user set is left out.
+    tiles = (kernel.without_refused_options({**config.tile, **c}, keep=config.set_by_user) for c in [current] + rest)
+    return [Config(config.problem, config.dtype, tile) for tile in tiles if tile is not None]
 
 
 @dataclass

@@ -270,8 +270,8 @@ class Kernel:
             # the user's warp_specialized=False, without the rule's multicast); if that is still refused, every
             # value not set falls back to the defaults. A preset's tuned config is what the user picked by name:
             # flipping one of its options there is refused with the kernel's message.
-            plain = {**tile, **{n: self.defaults[n] for n in self.options if n not in tile_values and n in tile}}
-            if self._consistent(plain):
+            plain = self.without_refused_options(tile, keep=tile_values)
+            if plain is not None:
                 tile = plain
             else:
                 choice = config_choice.Choice({n: self.defaults[n] for n in self.tile_names if n in self.defaults},
@@ -310,6 +310,14 @@ class Kernel:
                 # when the user sets its block_M = 128 again, rather than the first tuple's 128 × 256).
                 out.update(followed(max(fits, key=lambda t: sum(t[i] == tile.get(n) for i, n in enumerate(names)))))
         return out
+
+    def without_refused_options(self, tile: dict, keep) -> dict | None:
+        """`tile` where the kernel's check_options takes it; else `tile` with its OPTIONS not named in `keep` (what
+        the user set) back to the factory's defaults, where that is taken; else None."""
+        if self._consistent(tile):
+            return tile
+        plain = {**tile, **{n: self.defaults[n] for n in self.options if n not in keep and n in tile}}
+        return plain if self._consistent(plain) else None
 
     def _consistent(self, tile: dict) -> bool:
         """Whether the kernel file's own `check_options` (where it has one) accepts this combination of options."""
