@@ -527,7 +527,10 @@ def test_walking_every_kernel_twice_sends_one_event_each_and_raises_no_error(pag
             assert values == [x.default for x in c.problem + c.tile], kernel
             if round_ == 0:
                 shot(page, f"walk_{kernel}")
-    # each control explains itself (what it does, its range) and the sizes are apart from the tile parameters
+    # each control explains itself (what it does, its range) and the sizes are apart from the tile parameters (the
+    # page sets the tooltips from the help list once that is drawn: waited for, as a reader hovering would)
+    page.wait_for_function("() => (document.querySelector(`.pg-slot input[aria-label='block_M']`)"
+                           "?.closest('.pg-slot')?.title || '').startsWith('block_M:')", timeout=10000)
     tip = slot(page, "block_M").get_attribute("title") or ""
     assert tip.startswith("block_M: queries one block handles") and "autotuner tries 64, 128, 192" in tip, tip
     assert page.locator("#pg-problem .pg-slot input[aria-label='seq_len']").count() == 1
