@@ -216,8 +216,8 @@ TIED = {("block_M", "block_N", "threads", "num_stages", "split_k"): [(m, n, thre
 
 def pick_config(M, N, K, num_sms=132, tiles=TILES, split=True, multicast=True):
     """The config for an M × N × K product when none is set, tuned or preset (playground/engine/config_choice.py).
-    `tiles`: the TILES to choose from (kernels/gemm_epilogue.py passes those its own SPACE has); `split`,
-    `multicast`: whether split K or multicast may be chosen (gemm_epilogue has neither schedule)."""
+    `tiles`: the TILES to choose from; `split`, `multicast`: whether split K or multicast may be chosen
+    (kernels/gemm_epilogue.py, which shares this rule, has neither schedule)."""
     # TMA needs every row of A (K elements) and of B and C (N elements) to start on a 16-byte boundary (8 fp16 or
     # bf16 values). The hand-written schedule loads only by TMA, so other sizes (K = 2047) take the T.Pipelined one,
     # which then copies with cp.async; with 256-wide tiles that copy runs out of registers, 128-wide ones fit.
