@@ -190,6 +190,9 @@ def choose(page, dropdown, option: str, sends: bool = True) -> None:
     """Pick `option` from a Gradio dropdown (given by a locator of its block); wait for what the pick sends, or, for a
     dropdown whose change asks nothing of the server (`sends` False), until it shows the option."""
     from playwright.sync_api import expect
+    # Gradio draws the list where the box is when it opens: opened while the page still moves (it scrolls to the
+    # editor after a kernel switch), the list is left outside the window (the walk flaked so, its options unclickable)
+    layout_still(page)
     dropdown.locator("input").click()
 
     def pick():
