@@ -575,8 +575,16 @@ SCROLL_TO_ERROR_JS = """
     });
   }, 120);
   };
-  // The error's box over the editor may come after this and shrink the editor (fitWorkspace): it scrolls again then.
+  // The error's box over the editor may come after this and shrink the editor (fitWorkspace): it scrolls again then,
+  // and whenever else the editor's box changes size while the line is pinned (a slow page lays out in more steps).
   window.pgRescrollError = scroll;
+  const box = root.querySelector(".cm-scroller");
+  if (box && root.pgResizeWatched !== box && window.ResizeObserver) {
+    root.pgResizeWatched = box;
+    new ResizeObserver(() => {
+      if (window.pgErrorLine && window.pgErrorPinned && window.pgRescrollError) requestAnimationFrame(window.pgRescrollError);
+    }).observe(box);
+  }
   scroll();
   return [];
 }
