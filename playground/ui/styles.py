@@ -413,11 +413,7 @@ HEAD = r"""
     for (const [name, value] of [["--pg-editor-h", editorH], ["--pg-code-h", codeH]]) {
       const now = parseFloat(root.style.getPropertyValue(name)) || 0;
       if (Math.abs(now - value) > 2) {
-        root.style.setProperty(name, `${Math.round(value)}px`);
-        // an error's line just scrolled to stays in view when the editor's height changes under it
-        // (until the user scrolls, clicks or types in the editor: from then on where it is is theirs)
-        if (name === "--pg-editor-h" && window.pgErrorLine && window.pgRescrollError && window.pgErrorPinned)
-          requestAnimationFrame(window.pgRescrollError);
+        root.style.setProperty(name, `${Math.round(value)}px`);  // (an error's line follows: SCROLL_TO_ERROR_JS)
       }
     }
   };
@@ -575,14 +571,16 @@ SCROLL_TO_ERROR_JS = """
     });
   }, 120);
   };
-  // The error's box over the editor may come after this and shrink the editor (fitWorkspace): it scrolls again then,
-  // and whenever else the editor's box changes size while the line is pinned (a slow page lays out in more steps).
+  // The error's box over the editor may come after this and shrink the editor (fitWorkspace), in one step or, on a
+  // slow page, in several: whenever the editor's box changes size, the line is scrolled to again (until the user
+  // scrolls, clicks or types in the editor: from then on where it is is theirs).
   window.pgRescrollError = scroll;
   const box = root.querySelector(".cm-scroller");
   if (box && root.pgResizeWatched !== box && window.ResizeObserver) {
     root.pgResizeWatched = box;
     new ResizeObserver(() => {
-      if (window.pgErrorLine && window.pgErrorPinned && window.pgRescrollError) requestAnimationFrame(window.pgRescrollError);
+      if (window.pgErrorLine && window.pgErrorPinned && window.pgRescrollError)
+        requestAnimationFrame(window.pgRescrollError);
     }).observe(box);
   }
   scroll();

@@ -262,7 +262,9 @@ class Kernel:
         choice = (config_choice.choose(self, problem, dtype) if set(self.tile_names) - set(tile_values) else
                   config_choice.Choice({}, "user"))
         tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
-        if choice.picked_by in ("rule", "table") and not self._consistent(tile):
+        accepted = (self.without_refused_options(tile, keep=tile_values) if choice.picked_by in ("rule", "table")
+                    else tile)
+        if accepted is None:
             # The rule's or the table's config, with the values the user set laid over it (or a table's entry laid
             # over the rule: a tuned split K beside the rule's multicast), is a combination the kernel refuses
             # (flash_attention: pingpong from the head-dim-64 rule with the user's overlap=False). What the user
@@ -270,13 +272,10 @@ class Kernel:
             # the user's warp_specialized=False, without the rule's multicast); if that is still refused, every
             # value not set falls back to the defaults. A preset's tuned config is what the user picked by name:
             # flipping one of its options there is refused with the kernel's message.
-            plain = self.without_refused_options(tile, keep=tile_values)
-            if plain is not None:
-                tile = plain
-            else:
-                choice = config_choice.Choice({n: self.defaults[n] for n in self.tile_names if n in self.defaults},
-                                              "default")
-                tile = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
+            choice = config_choice.Choice({n: self.defaults[n] for n in self.tile_names if n in self.defaults},
+                                          "default")
+            accepted = {n: tile_values[n] if n in tile_values else choice.tile[n] for n in self.tile_names}
+        tile = accepted
         changed = {n: v for n, v in self.follow_user(tile, tile_values).items() if tile[n] != v}
         tile.update(changed)
         notes = ()
