@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (ROOT, choose, launch_browser, need_browser, open_page, sending, settle, slot, type_value,
-                      wait_idle, watch)
+from conftest import (ROOT, choose, launch_browser, layout_still, need_browser, open_page, sending, settle, slot,
+                      type_value, wait_idle, watch)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
@@ -338,6 +338,24 @@ def test_an_error_far_down_the_source_is_scrolled_into_view_in_the_editor(browse
     except Exception:
         box, view = flag.bounding_box(), page.locator("#pg-editor .cm-scroller").bounding_box()
         raise AssertionError(f"line 60's number is out of the editor's view: {box} not within {view}")
+    # a scroll the page's own code makes later (no wheel, click or key of the user's) brings the line back
+    page.evaluate("() => { document.querySelector('#pg-editor .cm-scroller').scrollTop = 0; }")
+    page.wait_for_function(in_view, timeout=10_000)
+    # the user's own scroll ends the pin: the editor stays where they put it
+    layout_still(page)
+    box = page.locator("#pg-editor .cm-scroller").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -4000)
+    layout_still(page)
+    assert page.evaluate("() => document.querySelector('#pg-editor .cm-scroller').scrollTop") == 0
+    assert not page.evaluate(in_view)
+    # the line mended, a compile that passes leaves no line number flagged
+    page.evaluate("""() => { const view = document.querySelector('#pg-editor .cm-content').cmTile.view;
+        const line = view.state.doc.line(60);
+        view.dispatch({changes: {from: line.from, to: line.to + 1}, userEvent: 'delete'}); }""")
+    click(page, "#pg-compile")
+    assert "compiled vector_add" in wait_idle(page)
+    page.wait_for_function("() => !document.querySelector('#pg-editor .pg-err-gutter')", timeout=10_000)
     page.context.close()
 
 

@@ -446,7 +446,9 @@ HEAD = r"""
   };
   window.pgShowKernelStart = () => {
     let shown = null;
+    window.pgErrorPinned = false;  // a new kernel's text: an error's line shown before was the old text's
     const go = (tries) => {
+      if (window.pgErrorPinned) return;  // an error came since (the user compiled at once): its line comes first
       const view = editorView();
       if (!view || !view.state || !view.constructor.scrollIntoView) {
         if (tries > 0) setTimeout(() => go(tries - 1), 100);
@@ -542,46 +544,61 @@ SCROLL_TO_ERROR_JS = """
 (line) => {
   window.pgErrorLine = line || null;
   window.pgErrorPinned = !!line;
-  if (!line) return [];
   const root = document.querySelector("#pg-editor");
   if (!root) return [];
+  if (!line) {  // no error (or one of no line): no line number stays flagged
+    root.querySelectorAll(".pg-err-gutter").forEach((el) => el.classList.remove("pg-err-gutter"));
+    return [];
+  }
   if (!root.pgUnpinOnUse) {  // the user's own scroll, click or key ends the pin (a timer would race a slow page)
     root.pgUnpinOnUse = true;
     for (const ev of ["wheel", "mousedown", "keydown", "touchstart"])
       root.addEventListener(ev, () => { window.pgErrorPinned = false; }, {passive: true, capture: true});
   }
-  const scroll = () => {
   // CodeMirror's own view (on its content element: `cmTile` in CodeMirror 6.38+, `cmView` before) scrolls to the
   // line wherever it is; counting line heights instead went wrong past a wrapped line (a long docstring line).
-  const content = root.querySelector(".cm-content");
-  const view = content && ((content.cmTile && content.cmTile.view) ||
-                           (content.cmView && (content.cmView.view || (content.cmView.root || {}).view)));
-  if (view && view.state && view.constructor.scrollIntoView) {
-    const pos = view.state.doc.line(Math.max(1, Math.min(line, view.state.doc.lines))).from;
-    view.dispatch({effects: view.constructor.scrollIntoView(pos, {y: "center"})});
-  } else {
-    const scroller = root.querySelector(".cm-scroller");
-    const anyLine = root.querySelector(".cm-line");
-    if (scroller && anyLine) scroller.scrollTop = Math.max(0, (line - 6) * (anyLine.getBoundingClientRect().height || 18));
-  }
-  setTimeout(() => {
+  const editorView = () => {
+    const content = root.querySelector(".cm-content");
+    return content && ((content.cmTile && content.cmTile.view) ||
+                       (content.cmView && (content.cmView.view || (content.cmView.root || {}).view)));
+  };
+  const linePos = (view) => view.state.doc.line(Math.max(1, Math.min(line, view.state.doc.lines))).from;
+  const scroll = () => {
+    const view = editorView();
+    if (view && view.state && view.constructor.scrollIntoView) {
+      view.dispatch({effects: view.constructor.scrollIntoView(linePos(view), {y: "center"})});
+    } else {
+      const scroller = root.querySelector(".cm-scroller");
+      const anyLine = root.querySelector(".cm-line");
+      if (scroller && anyLine) scroller.scrollTop = Math.max(0, (line - 6) * (anyLine.getBoundingClientRect().height || 18));
+    }
+    setTimeout(flag, 120);
+  };
+  const flag = () => {  // (CodeMirror draws the gutter anew as the view moves: the flag is set again each time)
     root.querySelectorAll(".pg-err-gutter").forEach((el) => el.classList.remove("pg-err-gutter"));
     root.querySelectorAll(".cm-lineNumbers .cm-gutterElement").forEach((el) => {
       if (el.textContent.trim() === String(line)) el.classList.add("pg-err-gutter");
     });
-  }, 120);
   };
-  // The error's box over the editor may come after this and shrink the editor (fitWorkspace), in one step or, on a
-  // slow page, in several: whenever the editor's box changes size, the line is scrolled to again (until the user
-  // scrolls, clicks or types in the editor: from then on where it is is theirs).
-  window.pgRescrollError = scroll;
+  const inView = () => {  // the line's whole height within the editor's scrolled box
+    const view = editorView(), box = root.querySelector(".cm-scroller");
+    if (!view || !view.state || !box || !view.coordsAtPos) return true;  // (no view to ask: the one scroll above)
+    const at = view.coordsAtPos(linePos(view)), s = box.getBoundingClientRect();
+    return !!at && s.top - 1 <= at.top && at.bottom <= s.bottom + 1;
+  };
+  // The line stays in view while it is pinned, until the user scrolls, clicks or types in the editor (from then on
+  // where it is is theirs). What moves it: the error's box over the editor shrinking the editor (fitWorkspace), in
+  // one step or, on a slow page, in several (the editor's box changes size), and a scroll the page makes after this
+  // one (a scroll event with the line out of view; the user's own scroll unpinned it first).
+  window.pgRescrollError = () => {
+    if (window.pgErrorPinned && window.pgErrorLine === line) { if (inView()) flag(); else scroll(); }
+  };
   const box = root.querySelector(".cm-scroller");
-  if (box && root.pgResizeWatched !== box && window.ResizeObserver) {
+  if (box && root.pgResizeWatched !== box) {
     root.pgResizeWatched = box;
-    new ResizeObserver(() => {
-      if (window.pgErrorLine && window.pgErrorPinned && window.pgRescrollError)
-        requestAnimationFrame(window.pgRescrollError);
-    }).observe(box);
+    const follow = () => { if (window.pgRescrollError) requestAnimationFrame(window.pgRescrollError); };
+    if (window.ResizeObserver) new ResizeObserver(follow).observe(box);
+    box.addEventListener("scroll", follow, {passive: true});
   }
   scroll();
   return [];
