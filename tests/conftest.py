@@ -81,64 +81,18 @@ def launch_browser(playwright):
 QUEUE_REQUEST = re.compile(r"/queue/(join|data)\b")
 
 
-# Which events the page has joined and which the stream has answered, read by the page itself (a fetch wrapper in
-# place before the page's scripts): Gradio's server sometimes keeps a session's stream open after its last answer,
-# until the session's next event ends (the page's announcement timer, up to a minute later).
-ANSWERS_SEEN_JS = r"""(() => {
-  const joined = new Set(), answered = new Set();
-  window.pgQueueSeen = () => [joined.size, [...joined].filter((id) => !answered.has(id)).length];
-  const fetchFirst = window.fetch;
-  window.fetch = async (...args) => {
-    const response = await fetchFirst(...args);
-    try {
-      const url = String((args[0] && args[0].url) || args[0]);
-      if (/\/queue\/join\b/.test(url)) {
-        response.clone().json().then((j) => joined.add(j && j.event_id ? j.event_id : `failed-${joined.size}`),
-                                      () => joined.add(`failed-${joined.size}`));
-      } else if (/\/queue\/data\b/.test(url) && response.body) {
-        const reader = response.clone().body.getReader(), text = new TextDecoder();
-        let buffer = "";
-        const read = () => reader.read().then(({done, value}) => {
-          if (done) return;
-          buffer += text.decode(value, {stream: true});
-          const lines = buffer.split("\n");
-          buffer = lines.pop();
-          for (const line of lines) {
-            if (!line.startsWith("data:")) continue;
-            try {
-              const message = JSON.parse(line.slice(5));
-              if (message.msg === "process_completed" && message.event_id) answered.add(message.event_id);
-            } catch (e) {}
-          }
-          return read();
-        }).catch(() => {});
-        read();
-      }
-    } catch (e) {}
-    return response;
-  };
-})();"""
-
-
 class QueueWatch:
     """What a page has asked of Gradio's queue and not yet been answered, read from its requests: each event is sent
     with a queue/join request and answered on the queue/data stream, which the server ends once the session has no
     event pending. So the page has every answer once no join or stream is open and a stream ended after the last join
-    did, or once no join is open and the stream has brought the end of every event joined (ANSWERS_SEEN_JS)."""
+    did."""
 
     def __init__(self, page):
-        self.page = page
         self.open: set = set()
-        self.count = self.last_join = self.last_stream = self.joins = 0
-        page.add_init_script(script=ANSWERS_SEEN_JS)
+        self.count = self.last_join = self.last_stream = 0
         page.on("request", self.started)
         page.on("requestfinished", self.ended)
         page.on("requestfailed", self.ended)  # (the page aborts the stream when the server says it is done)
-        page.on("framenavigated", self.navigated)
-
-    def navigated(self, frame) -> None:
-        if frame == self.page.main_frame:
-            self.joins = 0  # (a new document: ANSWERS_SEEN_JS counts its joins afresh)
 
     def started(self, request) -> None:
         if QUEUE_REQUEST.search(request.url):
@@ -150,20 +104,11 @@ class QueueWatch:
             self.count += 1
             if "/queue/join" in request.url:
                 self.last_join = self.count
-                self.joins += 1
             else:
                 self.last_stream = self.count
 
     def answered(self) -> bool:
-        if not self.open and self.last_stream >= self.last_join:
-            return True
-        if any("/queue/join" in r.url for r in self.open):
-            return False
-        try:
-            joined, unanswered = self.page.evaluate("() => window.pgQueueSeen ? window.pgQueueSeen() : [-1, 1]")
-        except Exception:  # (the page navigating away)
-            return False
-        return joined >= self.joins and unanswered == 0
+        return not self.open and self.last_stream >= self.last_join
 
 
 WATCHES: dict = {}
