@@ -425,11 +425,13 @@ HEAD = r"""
 
   // A kernel newly in the editor opens at its first line (its decorator or def): the module docstring and the
   // imports are scrolled above it, one scroll away. KERNEL_START_JS calls this after a kernel takes the editor.
+  // CodeMirror's view hangs on its content element: `cmTile` in CodeMirror 6.38+, `cmView` before.
   const editorView = () => {
     const content = document.querySelector("#pg-editor .cm-content");
     return content && ((content.cmTile && content.cmTile.view) ||
                        (content.cmView && (content.cmView.view || (content.cmView.root || {}).view)));
   };
+  window.pgEditorView = editorView;  // (SCROLL_TO_ERROR_JS asks it too)
   const kernelStart = (doc) => {
     let n = 1, quote = null;
     for (; n <= doc.lines; n++) {  // past the module docstring
@@ -555,13 +557,9 @@ SCROLL_TO_ERROR_JS = """
     for (const ev of ["wheel", "mousedown", "keydown", "touchstart"])
       root.addEventListener(ev, () => { window.pgErrorPinned = false; }, {passive: true, capture: true});
   }
-  // CodeMirror's own view (on its content element: `cmTile` in CodeMirror 6.38+, `cmView` before) scrolls to the
-  // line wherever it is; counting line heights instead went wrong past a wrapped line (a long docstring line).
-  const editorView = () => {
-    const content = root.querySelector(".cm-content");
-    return content && ((content.cmTile && content.cmTile.view) ||
-                       (content.cmView && (content.cmView.view || (content.cmView.root || {}).view)));
-  };
+  // CodeMirror's own view (HEAD's pgEditorView) scrolls to the line wherever it is; counting line heights instead
+  // went wrong past a wrapped line (a long docstring line).
+  const editorView = () => window.pgEditorView && window.pgEditorView();
   const linePos = (view) => view.state.doc.line(Math.max(1, Math.min(line, view.state.doc.lines))).from;
   const scroll = () => {
     const view = editorView();
