@@ -81,15 +81,61 @@ def launch_browser(playwright):
 QUEUE_REQUEST = re.compile(r"/queue/(join|data)\b")
 
 
+# Which events the page has joined and which the stream has answered, read by the page itself (a fetch wrapper in
+# place before the page's scripts): Gradio's server sometimes keeps a session's stream open after its last answer,
+# until the session's next event ends (the page's announcement timer, up to a minute later).
+ANSWERS_SEEN_JS = r"""(() => {
+  const joined = new Set(), answered = new Set();
+  let sent = 0;  // joins sent from this document: each is in `joined` once its answer (its event's id) is read
+  window.pgQueueSeen = () => sent === joined.size && [...joined].every((id) => answered.has(id));
+  const fetchFirst = window.fetch;
+  window.fetch = async (...args) => {
+    const url = String((args[0] && args[0].url) || args[0]);
+    const join = /\/queue\/join\b/.test(url);
+    if (join) sent += 1;
+    const number = sent;
+    const response = await fetchFirst(...args).catch((e) => { if (join) joined.add(`failed-${number}`); throw e; });
+    try {
+      if (join) {
+        const failed = `failed-${number}`;  // (never answered: the stream's close is then what settles)
+        response.clone().json().then((j) => joined.add(j && j.event_id ? j.event_id : failed), () => joined.add(failed));
+      } else if (/\/queue\/data\b/.test(url) && response.body) {
+        const reader = response.clone().body.getReader(), text = new TextDecoder();
+        let buffer = "";
+        const read = () => reader.read().then(({done, value}) => {
+          if (done) return;
+          buffer += text.decode(value, {stream: true});
+          const lines = buffer.split("\n");
+          buffer = lines.pop();
+          for (const line of lines) {
+            if (!line.startsWith("data:")) continue;
+            try {
+              const message = JSON.parse(line.slice(5));
+              if (message.msg === "process_completed" && message.event_id) answered.add(message.event_id);
+            } catch (e) {}
+          }
+          return read();
+        }).catch(() => {});
+        read();
+      }
+    } catch (e) {}
+    return response;
+  };
+})();"""
+
+
 class QueueWatch:
     """What a page has asked of Gradio's queue and not yet been answered, read from its requests: each event is sent
     with a queue/join request and answered on the queue/data stream, which the server ends once the session has no
     event pending. So the page has every answer once no join or stream is open and a stream ended after the last join
-    did."""
+    did, or once no join is open and the stream has brought the end of every event the page joined (ANSWERS_SEEN_JS,
+    which counts in the page, so a new document counts afresh)."""
 
     def __init__(self, page):
+        self.page = page
         self.open: set = set()
         self.count = self.last_join = self.last_stream = 0
+        page.add_init_script(script=ANSWERS_SEEN_JS)
         page.on("request", self.started)
         page.on("requestfinished", self.ended)
         page.on("requestfailed", self.ended)  # (the page aborts the stream when the server says it is done)
@@ -108,7 +154,14 @@ class QueueWatch:
                 self.last_stream = self.count
 
     def answered(self) -> bool:
-        return not self.open and self.last_stream >= self.last_join
+        if not self.open and self.last_stream >= self.last_join:
+            return True
+        if any("/queue/join" in r.url for r in self.open):
+            return False
+        try:
+            return self.page.evaluate("() => Boolean(window.pgQueueSeen && window.pgQueueSeen())")
+        except Exception:  # (the page navigating away)
+            return False
 
 
 WATCHES: dict = {}
