@@ -165,19 +165,26 @@ class QueueWatch:
 
 
 WATCHES: dict = {}
-# An answer's callbacks run in a task of their own (Gradio's client: setTimeout(callback, 0)) after the stream that
-# brought it ended: a task queued after them has the page drawn from every answer.
-AFTER_QUEUED_TASKS_JS = "() => new Promise((done) => setTimeout(done, 0))"
+# Two frames drawn and a task after them: what the page does in answer to an answer (its callbacks run in a task of
+# their own, Gradio's client: setTimeout(callback, 0); a `.then` event it sends), a key or a click (a focus handler,
+# a redraw) has run.
+AFTER_TWO_FRAMES_JS = ("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => "
+                       "setTimeout(done, 0))))")
 
 
 def settle(page, timeout: float = 150) -> None:
     """Until every event the page has sent is answered and drawn."""
     watch = WATCHES[page]
     deadline = time.monotonic() + timeout
-    while not watch.answered():
-        assert time.monotonic() < deadline, f"no answer within {timeout:g} s to {[r.url for r in watch.open]}"
-        page.wait_for_timeout(20)  # (playwright hands over the page's request events while it waits)
-    page.evaluate(AFTER_QUEUED_TASKS_JS)
+    while True:
+        while not watch.answered():
+            assert time.monotonic() < deadline, f"no answer within {timeout:g} s to {[r.url for r in watch.open]}"
+            page.wait_for_timeout(20)  # (playwright hands over the page's request events while it waits)
+        # The answers' callbacks have run and sent what they chain (a `.then` event) by two frames later: answered
+        # still, nothing more is coming.
+        page.evaluate(AFTER_TWO_FRAMES_JS)
+        if watch.answered():
+            return
 
 
 def sending(page, action) -> None:

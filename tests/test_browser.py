@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (ROOT, choose, launch_browser, layout_still, need_browser, open_page, sending, settle, slot,
-                      type_value, wait_idle, watch)
+from conftest import (AFTER_TWO_FRAMES_JS, ROOT, choose, launch_browser, layout_still, need_browser, open_page,
+                      sending, settle, slot, type_value, wait_idle, watch)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
@@ -695,10 +695,6 @@ def test_a_failed_compile_marks_the_cuda_stale_and_a_failed_sweep_shows_in_its_t
     shot(page, "sweep")
 
 
-# Two frames drawn and a task after them: what the page does in answer to a key or a click (a focus handler, a
-# redraw) has run.
-AFTER_TWO_FRAMES_JS = ("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => "
-                       "setTimeout(done, 0))))")
 
 
 def test_the_login_page_lets_keyboard_focus_move_on(browser):
