@@ -779,3 +779,39 @@ def test_a_source_over_the_size_limit_is_refused_before_any_job_starts():
     r = jobs.run_job("compile", "vector_add", "#" * (SOURCE_LIMIT + 1), {}, session="big")
     assert not r["ok"] and r["error"]["stage"] == "python"  # a file's problem, as the engine's own check says
     assert f"{SOURCE_LIMIT // 1024} KiB" in r["error"]["message"]
+
+
+READ_BOUNDS = '''import json, os, resource
+bounds = {name: resource.getrlimit(getattr(resource, "RLIMIT_" + name))[0] for name in ("FSIZE", "NOFILE", "CORE", "AS")}
+raise SystemExit("BOUNDS" + json.dumps({**bounds, "nice": os.nice(0)}))'''
+
+
+def test_a_job_starts_by_exec_alone_and_its_worker_sets_every_bound_before_user_code(tmp_path):
+    # The server has many threads: a child forked from it that runs Python before its exec (a preexec_fn) can hang
+    # there. A hook run in every forked child that runs Python tells whether starting a job made one.
+    from playground.jobs import limits
+    from playground.jobs.job import Job
+    forked_python = tmp_path / "python-ran-in-a-forked-child"
+    armed = [True]
+    os.register_at_fork(after_in_child=lambda: armed[0] and forked_python.write_text(str(os.getpid())))
+    settings = current()
+    try:
+        job = Job(False, None, settings)
+    finally:
+        armed[0] = False
+    try:
+        assert job.wait_ready(settings.ready_timeout), job.log()
+        result = job.run({"action": "compile", "kernel": "vector_add", "source": with_import(READ_BOUNDS),
+                          "params": {}, "arch": "sm_90a", "options": {}}, 60, lambda *_: None)
+    finally:
+        job.close()
+    assert not forked_python.exists(), "starting the job ran Python in a forked copy of the server"
+    message = result["error"]["message"]
+    assert "BOUNDS" in message, result["error"]
+    seen = json.loads(message.split("BOUNDS", 1)[1].split("}", 1)[0] + "}")
+    assert seen["CORE"] == 0 and seen["nice"] == limits.COMPILE_NICE, seen
+    import resource
+    for name, value in (("FSIZE", settings.file_size), ("NOFILE", settings.open_files),
+                        ("AS", settings.compile_address_space)):
+        hard = resource.getrlimit(getattr(resource, "RLIMIT_" + name))[1]  # the job's, inherited from this process
+        assert seen[name] == (value if hard == resource.RLIM_INFINITY else min(value, hard)), (name, seen)

@@ -176,7 +176,9 @@ class Job:
         self._pss_done: int | None = None  # the last PSS sum measured, not yet looked at
         self.closed = False
         inside = sandbox.inside(self.dir, settings)
-        worker = [sys.executable, "-m", "playground.jobs.worker", "--job-dir", inside]
+        worker = [sys.executable, "-m", "playground.jobs.worker", "--job-dir", inside, "--nice", str(self.nice)]
+        if gpu:
+            worker.append("--gpu")
         if self.uid is not None:
             worker += ["--uid", str(self.uid)]
         seccomp_fd = sandbox.syscall_filter_fd() if sandbox.mode(settings).kind == "bwrap" else None
@@ -198,10 +200,10 @@ class Job:
 
     def _start(self, argv: list[str], inside: str, gpu: bool, gpu_index: int | None,
                pass_fds: tuple = ()) -> subprocess.Popen:
+        # No preexec_fn: the worker sets its own bounds first thing (limits.apply_rlimits says why).
         return _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds,
                       env=sandbox.job_env(inside, self.uid, gpu_index, self.settings), cwd=self.dir,
-                      start_new_session=True,  # its own group: one kill reaches every child
-                      preexec_fn=lambda: limits.apply_rlimits(self.settings, gpu, self.nice))
+                      start_new_session=True)  # its own group: one kill reaches every child
 
     # -- the two pipes --------------------------------------------------------------------------------------------
     def _read_stdout(self) -> None:

@@ -59,10 +59,11 @@ def _cap(which: int, value: int) -> None:
 
 
 def apply_rlimits(settings: Settings, gpu: bool, nice: int = 0) -> None:
-    """Called in the child between fork and exec (before bwrap), so every process of the job inherits them (and
-    `nice`, a background job's niceness). RLIMIT_NPROC is not set here: outside the job's namespace it would count
-    the server's own threads (same uid); the worker sets it first thing inside (see worker.py), from the settings
-    the job was handed."""
+    """Called by the job's worker first thing (worker.py), before any user code, so every process of the job inherits
+    them (and `nice`, how far the job yields the CPU). Not in the server between fork and exec (a `preexec_fn`): the
+    server has many threads, and a child forked from it that runs Python before exec can hang there (Python's
+    subprocess docs say so; a test's server once left such a child spinning for minutes); without one, the job starts
+    by vfork and exec alone. RLIMIT_NPROC: see set_nproc."""
     import os
     if nice:
         os.nice(nice)
@@ -74,5 +75,6 @@ def apply_rlimits(settings: Settings, gpu: bool, nice: int = 0) -> None:
 
 
 def set_nproc(processes: int) -> None:
-    """Bound the processes and threads of this job (called inside the sandbox, before any user code)."""
+    """Bound the processes and threads of this job (called inside the sandbox, before any user code). Outside the
+    job's namespace it would count the server's own threads (same uid)."""
     _cap(resource.RLIMIT_NPROC, processes)

@@ -1,8 +1,9 @@
 """One job in its own sandboxed process, started before its request arrives (see pool.py) and used once.
 
-    argv:     --job-dir PATH (its folder, as it sees it) [--uid UID] (a root server's job uid)
-    env:      the job's settings (sandbox.job_env: its process limit, its cache folder), read by Settings.from_env
-    started:  drops to its job uid, bounds its processes, imports torch + TileLang (the 3-4 s a cold job would
+    argv:     --job-dir PATH (its folder, as it sees it) [--uid UID] (a root server's job uid) [--gpu] (a GPU job: no
+              address-space bound) [--nice N] (how far it yields the CPU)
+    env:      the job's settings (sandbox.job_env: its limits, its cache folder), read by Settings.from_env
+    started:  drops to its job uid, sets its bounds (limits.apply_rlimits, set_nproc), imports torch + TileLang (the 3-4 s a cold job would
               otherwise pay after the click), then says {"ready": true} and waits
     stdin:    one request line (JSON): action, kernel, source, params, arch, options, timeout, ask_server; then,
               where ask_server is true, a reply line to each question of the job's: {"tir": {"answer", "spans"} or
@@ -64,12 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m playground.jobs.worker")
     parser.add_argument("--job-dir", required=True)
     parser.add_argument("--uid", type=int)
+    parser.add_argument("--gpu", action="store_true")
+    parser.add_argument("--nice", type=int, default=0)
     args = parser.parse_args(argv)
     drop_privileges(args.uid)
     os.chdir(args.job_dir)
     from playground.settings import Settings
-    from playground.jobs.limits import set_nproc
+    from playground.jobs.limits import apply_rlimits, set_nproc
     settings = Settings.from_env().install()  # what the server handed this job: its limits, its cache folder
+    apply_rlimits(settings, args.gpu, args.nice)  # before any user code: every process of the job inherits them
     set_nproc(settings.processes)
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
