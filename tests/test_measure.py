@@ -244,6 +244,8 @@ def test_a_benchmark_only_baseline_is_measured_apart_and_its_row_is_shown_not_ju
     unfused, linear, compiled = rows
     assert unfused["met"] is True and linear["met"] is True and unfused["baseline"] != compiled["baseline"]
     assert compiled["baseline"].startswith("torch.compile") and compiled["ratio"] == 2.0
+    for r in rows:  # each baseline's spread beside its median, as the kernel's own
+        assert r["baseline_p20_ms"] <= r["baseline_median_ms"] <= r["baseline_p80_ms"], r
     assert compiled["target"] is None and compiled["met"] is None
     assert summary(rows) == ("2/2 targets met", 0)
     assert any(t[3] == "torch.compile" and t[4] is None for t in TARGETS), "the epilogue is shown against it"

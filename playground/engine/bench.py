@@ -132,7 +132,8 @@ def bench_row(m: Measurement, kernel: Kernel | None, dtype: str, problem: dict, 
     row = {"dtype": dtype, "shape": problem_label(problem), "problem": problem, "config": m.config.tile or None,
            "picked_by": m.config.picked_by, "tuned_for": m.config.tuned_for, "verified": m.verified,
            "rel_error": m.rel_error, "median_ms": None, "p20_ms": None, "p80_ms": None, "tflops": None, "gbps": None,
-           "target": target, "baseline": baseline, "baseline_median_ms": None, "ratio": None,
+           "target": target, "baseline": baseline, "baseline_median_ms": None, "baseline_p20_ms": None,
+           "baseline_p80_ms": None, "ratio": None,
            "met": False if target is not None else None,
            "error": m.error_text}
     if not m.timed:
@@ -144,8 +145,9 @@ def bench_row(m: Measurement, kernel: Kernel | None, dtype: str, problem: dict, 
     if fragment == "copy":
         row.update(baseline_gbps=ceil["copy_gbps"], ratio=speed["gbps"] / ceil["copy_gbps"])
     else:
-        bt = m.times[row["baseline"]]["median_ms"]
-        row.update(baseline_median_ms=bt, ratio=bt / kt["median_ms"])
+        bt = m.times[row["baseline"]]  # its spread too: a baseline slow in one run shows as such, not as a win
+        row.update(baseline_median_ms=bt["median_ms"], baseline_p20_ms=bt["p20_ms"], baseline_p80_ms=bt["p80_ms"],
+                   ratio=bt["median_ms"] / kt["median_ms"])
     if target is not None:
         row["met"] = bool(m.verified and row["ratio"] >= target)
     return row
