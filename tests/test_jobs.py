@@ -295,8 +295,8 @@ def test_job_environment_is_cleared():
     assert str(job.data_dir) == "/job/data", "the server's data folder (the class's database) is not the job's"
     assert set(env) <= {"PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "PYTHONPATH", "PYTHONUNBUFFERED", "LANG",
                         "PYTHONDONTWRITEBYTECODE", "PLAYGROUND_CACHE_DIR", "PLAYGROUND_DATA", "PLAYGROUND_PROCESSES",
-                        "PLAYGROUND_THREADS", "PLAYGROUND_NO_GPU",
-                        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TVM_NUM_THREADS", "TZ",
+                        "PLAYGROUND_THREADS", "PLAYGROUND_NO_GPU", "PLAYGROUND_FILE_SIZE", "PLAYGROUND_OPEN_FILES",
+                        "PLAYGROUND_COMPILE_ADDRESS_SPACE", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TVM_NUM_THREADS", "TZ",
                         "LC_ALL", "LD_LIBRARY_PATH", "CUDA_DEVICE_ORDER"} | \
         {k for k in env if k.startswith(("TILELANG_", "CUDA_", "NVIDIA_", "NVCC_"))}
 
@@ -786,19 +786,26 @@ bounds = {name: resource.getrlimit(getattr(resource, "RLIMIT_" + name))[0] for n
 raise SystemExit("BOUNDS" + json.dumps({**bounds, "nice": os.nice(0)}))'''
 
 
-def test_a_job_starts_by_exec_alone_and_its_worker_sets_every_bound_before_user_code(tmp_path):
+@pytest.mark.parametrize("gpu", [False, True], ids=["compile job", "gpu job"])
+def test_a_job_starts_by_exec_alone_and_its_worker_sets_every_bound_before_user_code(gpu, tmp_path):
     # The server has many threads: a child forked from it that runs Python before its exec (a preexec_fn) can hang
     # there. A hook run in every forked child that runs Python tells whether starting a job made one.
+    import resource
     from playground.jobs import limits
     from playground.jobs.job import Job
     forked_python = tmp_path / "python-ran-in-a-forked-child"
     armed = [True]
     os.register_at_fork(after_in_child=lambda: armed[0] and forked_python.write_text(str(os.getpid())))
-    settings = current()
+    # Bounds other than the defaults: the server's settings, not the worker's own defaults, must reach the job
+    settings = current().replace(file_size=123 * 4096, open_files=321, compile_address_space=7 * 2**30)
+    core = resource.getrlimit(resource.RLIMIT_CORE)  # a server allowed core files: the job still writes none
+    resource.setrlimit(resource.RLIMIT_CORE, (min(2**20, core[1]) if core[1] != resource.RLIM_INFINITY else 2**20,
+                                              core[1]))
     try:
-        job = Job(False, None, settings)
+        job = Job(gpu, None, settings)
     finally:
         armed[0] = False
+        resource.setrlimit(resource.RLIMIT_CORE, core)
     try:
         assert job.wait_ready(settings.ready_timeout), job.log()
         result = job.run({"action": "compile", "kernel": "vector_add", "source": with_import(READ_BOUNDS),
@@ -809,9 +816,11 @@ def test_a_job_starts_by_exec_alone_and_its_worker_sets_every_bound_before_user_
     message = result["error"]["message"]
     assert "BOUNDS" in message, result["error"]
     seen = json.loads(message.split("BOUNDS", 1)[1].split("}", 1)[0] + "}")
-    assert seen["CORE"] == 0 and seen["nice"] == limits.COMPILE_NICE, seen
-    import resource
+    assert seen["CORE"] == 0 and seen["nice"] == (0 if gpu else limits.COMPILE_NICE), seen
     for name, value in (("FSIZE", settings.file_size), ("NOFILE", settings.open_files),
-                        ("AS", settings.compile_address_space)):
-        hard = resource.getrlimit(getattr(resource, "RLIMIT_" + name))[1]  # the job's, inherited from this process
-        assert seen[name] == (value if hard == resource.RLIM_INFINITY else min(value, hard)), (name, seen)
+                        ("AS", None if gpu else settings.compile_address_space)):
+        # the job's hard limit is this process's, inherited; a GPU job has no address-space bound (CUDA maps more
+        # than all GPU memory)
+        soft, hard = resource.getrlimit(getattr(resource, "RLIMIT_" + name))
+        expected = soft if value is None else value if hard == resource.RLIM_INFINITY else min(value, hard)
+        assert seen[name] == expected, (name, seen)

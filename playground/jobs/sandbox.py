@@ -214,8 +214,10 @@ def remove_job_dir(path: Path) -> None:
 
 
 # -- the environment ------------------------------------------------------------------------------------------------
-# Settings a job's worker reads back from its environment (Settings.from_env): its bounds and its own cache folder.
-JOB_SETTINGS = ("cache_dir", "data_dir", "processes", "threads", "no_gpu")
+# Settings a job's worker reads back from its environment (Settings.from_env): its bounds (the worker sets its rlimits
+# from them: limits.apply_rlimits) and its own cache folder.
+JOB_SETTINGS = ("cache_dir", "data_dir", "processes", "threads", "no_gpu", "file_size", "open_files",
+                "compile_address_space")
 
 
 def job_env(job_dir: str, uid: int | None, gpu_index: int | None = None,
