@@ -296,7 +296,8 @@ def test_job_environment_is_cleared():
     assert set(env) <= {"PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "PYTHONPATH", "PYTHONUNBUFFERED", "LANG",
                         "PYTHONDONTWRITEBYTECODE", "PLAYGROUND_CACHE_DIR", "PLAYGROUND_DATA", "PLAYGROUND_PROCESSES",
                         "PLAYGROUND_THREADS", "PLAYGROUND_NO_GPU", "PLAYGROUND_FILE_SIZE", "PLAYGROUND_OPEN_FILES",
-                        "PLAYGROUND_COMPILE_ADDRESS_SPACE", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TVM_NUM_THREADS", "TZ",
+                        "PLAYGROUND_COMPILE_ADDRESS_SPACE", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                        "OPENBLAS_NUM_THREADS", "TVM_NUM_THREADS", "TZ",
                         "LC_ALL", "LD_LIBRARY_PATH", "CUDA_DEVICE_ORDER"} | \
         {k for k in env if k.startswith(("TILELANG_", "CUDA_", "NVIDIA_", "NVCC_"))}
 
@@ -782,7 +783,8 @@ def test_a_source_over_the_size_limit_is_refused_before_any_job_starts():
 
 
 READ_BOUNDS = '''import json, os, resource
-bounds = {name: resource.getrlimit(getattr(resource, "RLIMIT_" + name))[0] for name in ("FSIZE", "NOFILE", "CORE", "AS")}
+bounds = {name: resource.getrlimit(getattr(resource, "RLIMIT_" + name))[0]
+          for name in ("FSIZE", "NOFILE", "CORE", "AS")}
 raise SystemExit("BOUNDS" + json.dumps({**bounds, "nice": os.nice(0)}))'''
 
 

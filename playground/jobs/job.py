@@ -184,7 +184,7 @@ class Job:
         seccomp_fd = sandbox.syscall_filter_fd() if sandbox.mode(settings).kind == "bwrap" else None
         argv = sandbox.command(self.dir, worker, gpu, settings, seccomp_fd)
         try:
-            self.proc = self._start(argv, inside, gpu, gpu_index, () if seccomp_fd is None else (seccomp_fd,))
+            self.proc = self._start(argv, inside, gpu_index, () if seccomp_fd is None else (seccomp_fd,))
         except BaseException:
             sandbox.remove_job_dir(self.dir)
             if self.uid is not None:
@@ -198,8 +198,7 @@ class Job:
         for t in self.readers:
             t.start()
 
-    def _start(self, argv: list[str], inside: str, gpu: bool, gpu_index: int | None,
-               pass_fds: tuple = ()) -> subprocess.Popen:
+    def _start(self, argv: list[str], inside: str, gpu_index: int | None, pass_fds: tuple = ()) -> subprocess.Popen:
         # No preexec_fn: the worker sets its own bounds first thing (limits.apply_rlimits says why).
         return _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds,
                       env=sandbox.job_env(inside, self.uid, gpu_index, self.settings), cwd=self.dir,

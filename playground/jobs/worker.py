@@ -3,8 +3,8 @@
     argv:     --job-dir PATH (its folder, as it sees it) [--uid UID] (a root server's job uid) [--gpu] (a GPU job: no
               address-space bound) [--nice N] (how far it yields the CPU)
     env:      the job's settings (sandbox.job_env: its limits, its cache folder), read by Settings.from_env
-    started:  drops to its job uid, sets its bounds (limits.apply_rlimits, set_nproc), imports torch + TileLang (the 3-4 s a cold job would
-              otherwise pay after the click), then says {"ready": true} and waits
+    started:  drops to its job uid, sets its bounds (limits.apply_rlimits, set_nproc), imports torch + TileLang
+              (the 3-4 s a cold job would otherwise pay after the click), then says {"ready": true} and waits
     stdin:    one request line (JSON): action, kernel, source, params, arch, options, timeout, ask_server; then,
               where ask_server is true, a reply line to each question of the job's: {"tir": {"answer", "spans"} or
               null} to its TIR, {"nvcc": {...} or null} to its partial answer
