@@ -6,7 +6,6 @@ go to tests/artifacts/ (git-ignored)."""
 import itertools
 import os
 import re
-import socket
 import time
 from pathlib import Path
 
@@ -14,17 +13,12 @@ import pytest
 
 from conftest import (AFTER_TWO_FRAMES_JS, ROOT, choose, launch_browser, layout_still, need_browser, open_page,
                       sending, settle, slot, type_value, wait_idle, watch)
+from ports import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

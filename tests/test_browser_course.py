@@ -14,7 +14,6 @@ import csv
 import io
 import os
 import shutil
-import socket
 import time
 import zipfile
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, choose, launch_browser, need_browser, sending, slot, type_value, wait_idle, watch
+from ports import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
@@ -32,12 +32,6 @@ TITLE = "Vector add at memory speed (vector_add)"
 # One line each, so the editor's auto-indent changes nothing: Grace's is Ada's renamed and reformatted.
 ADAS_HELPER = "def ada_blocks(total, width): return (total + width - 1) // width * 3 + max(total % width, 5) - 2"
 GRACES_HELPER = "def g(n,  w):  return (n+w-1)//w*3+max(n%w, 5)-2"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_exercise(folder: Path, deadline: float) -> None:

@@ -8,7 +8,6 @@ import csv
 import io
 import json
 import re
-import socket
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,12 @@ from playground.course import submitting
 from playground.settings import Settings
 from playground.store import Store
 from playground.ui import classroom as cls
+from ports import free_port
 
 pytestmark = [pytest.mark.timeout(600),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]  # from Gradio's queue
 TEACHER_PW = "teacher-secret"
 CLASS_PW = "class-secret"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def room_for(tmp_path, **settings) -> cls.Classroom:

@@ -14,7 +14,6 @@ A plain `pytest` skips the container's tests (building takes minutes): set PLAYG
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ import pytest
 from conftest import ROOT
 from playground.jobs.sandbox import INSIDE
 from test_jobs_hostile import expectation, hostile_source
+from ports import free_port
 
 pytestmark = pytest.mark.timeout(3600)
 
@@ -45,12 +45,6 @@ def image_sh(*args: str, timeout: float = 120, check: bool = True) -> subprocess
     if check:
         assert proc.returncode == 0, f"deploy/image.sh {' '.join(args)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import socket
 import time
 from types import SimpleNamespace
 
@@ -19,17 +18,12 @@ import pytest
 from playground.settings import Settings, SettingsError
 from playground.ui import classroom as cls
 from playground.ui import server
+from ports import free_port
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]  # from Gradio's queue
 TEACHER_PW = "teacher-secret"
 CLASS_PW = "class-secret"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def room_for(tmp_path, **settings) -> cls.Classroom:

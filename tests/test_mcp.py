@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from starlette.requests import Request
 from conftest import ROOT, has_gpu
 from playground.settings import Settings
 from playground.ui import api, classroom as cls, gateway, mcp_tools, server
+from ports import free_port
 
 pytestmark = [pytest.mark.timeout(900),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning"),  # from Gradio's queue
@@ -36,12 +36,6 @@ CLASS_PW = "class-secret"
 SMALL = {"M": 256, "N": 256, "K": 256}
 TOOLS = ["list_kernels", "list_exercises", "describe", "compile", "run", "tune", "profile", "memcheck", "lowering",
          "share", "submit", "leaderboard"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def room_for(tmp_path, **kwargs) -> cls.Classroom:

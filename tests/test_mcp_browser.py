@@ -4,13 +4,13 @@ shown once, works for an MCP request, never shows again, and stops working once 
 from __future__ import annotations
 
 import re
-import socket
 import time
 
 import httpx
 import pytest
 
 from conftest import launch_browser, need_browser
+from ports import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]
@@ -19,12 +19,6 @@ CLASS_PW = "class-secret"
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                          "clientInfo": {"name": "test", "version": "1"}}}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

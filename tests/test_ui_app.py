@@ -2,7 +2,6 @@
 
 Compiles here are real (TileLang on the CPU for sm_90a), kept small (M=N=K=256) so that each takes seconds."""
 import json
-import socket
 import time
 
 import httpx
@@ -10,16 +9,11 @@ import pytest
 from gradio_client import Client
 
 from conftest import has_gpu
+from ports import free_port
 
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")]  # from Gradio's queue
 SMALL = {"M": 256, "N": 256, "K": 256}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
