@@ -129,12 +129,8 @@ def overlapped_forward(fa, pingpong, extra_step, fence_wait, two_p):
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(fa.kv_shape, dtype), V: T.Tensor(fa.kv_shape, dtype),
              Output: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (launched, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             T.annotate_pass_configs({"tl.enable_fast_math": True})  # exp2 as ex2.approx.ftz (see plain_forward)
-            # Causal: query block bx reads bx + 1 key tiles, so a head's last block has the most work. The GPU starts
-            # blocks in launch order, x first, and the last ones started set when the kernel ends: launched
-            # heaviest-first, the blocks left at the end are the lightest, and the SMs run out of work together.
-            bx = T.ceildiv(seq_len, block_M) - 1 - launched if fa.causal else launched
             Q_shared = T.alloc_shared((block_M, dim), dtype)
             K_shared = T.alloc_shared((block_N, dim), dtype)
             V_shared = T.alloc_shared((block_N, dim), dtype)
