@@ -348,6 +348,38 @@ def test_the_same_compile_requested_at_once_runs_once(server):
     assert not any("waited_s" in r for r in results if not r.get("cached"))
 
 
+def test_requests_waiting_for_the_same_compile_count_against_the_students_cap(server):
+    # A student's slow compile, then more copies of it than their cap: each copy waits for the first one's answer
+    # in place (no slot), and still counts as one of their jobs in flight, so the copies past the cap are turned
+    # away at once instead of each holding a place in the page's queue.
+    slow = with_import("import time\ntime.sleep(60)")
+    progress, results = [], []
+
+    def ask(record=None):
+        results.append(jobs.run_job("compile", "vector_add", slow, {}, session="hog", owner="hog-tab", timeout=90,
+                                    on_progress=(lambda what, _: record.append(what)) if record is not None
+                                    else None))
+    first = threading.Thread(target=ask, args=(progress,))
+    first.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (progress and progress[-1].startswith("importing")):
+        time.sleep(0.1)
+    copies = [threading.Thread(target=ask) for _ in range(server.scheduler.session_inflight + 1)]
+    for t in copies:
+        t.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(results) < 2:
+        time.sleep(0.1)
+    busy = [r for r in results if (r.get("error") or {}).get("stage") == "busy"]
+    assert len(busy) == 2, results  # the cap of 3: the running compile and two copies waiting for it
+    assert "jobs running or waiting" in busy[0]["error"]["message"]
+    jobs.stop("hog-tab")
+    for t in [first] + copies:
+        t.join(30)
+    assert len(results) == len(copies) + 1
+    assert server.scheduler.inflight["hog"] == 0, "a copy that waited is no longer counted once it is answered"
+
+
 def test_the_job_sees_no_secret_and_no_gpu_and_its_own_folder(server):
     text = with_import("import os, json\nraise RuntimeError(json.dumps({'env': [k for k in os.environ if "
                        "'PASSWORD' in k], 'cwd': os.getcwd(), 'uid': os.getuid(), 'home': os.environ['HOME']}))")

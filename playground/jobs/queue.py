@@ -167,6 +167,35 @@ class Scheduler:
                     self._give_token_back(session)
                     raise Busy("too many jobs from this address in a short time", wait)
 
+    def _counted(self, session) -> list:
+        """The keys a job of `session` counts against: the student, and where names are free their address."""
+        address = getattr(session, "address", None)
+        return [session] + ([("address", address)] if address is not None and session != ANONYMOUS else [])
+
+    def _release(self, counted: list) -> None:
+        for key in counted:
+            self.inflight[key] -= 1
+            if self.inflight[key] <= 0:
+                del self.inflight[key]
+
+    @contextlib.contextmanager
+    def waiting_in_place(self, session: str) -> Iterator[None]:
+        """Count a request that waits, without a slot, for another request's job to answer it (the same compile,
+        jobs/runner.py) as one of its student's jobs in flight, admitted like one (the student's cap, their bucket):
+        otherwise one student could park any number of requests behind one slow compile of their own, each holding
+        a place in the page's queue, while the cap saw one job. Raises Busy when turned away."""
+        counted = self._counted(session)
+        with self.cond:
+            self._admit("cpu", session, getattr(session, "address", None))
+            for key in counted:
+                self.inflight[key] += 1
+        try:
+            yield
+        finally:
+            with self.cond:
+                self._release(counted)
+                self.cond.notify_all()
+
     # -- a slot ---------------------------------------------------------------------------------------------------
     @contextlib.contextmanager
     def slot(self, kind: str, session: str, on_progress: Callable[[str, float], None],
@@ -177,7 +206,7 @@ class Scheduler:
         if res.size == 0:
             raise Busy(f"this server has no {kind} to run the job on", 0)
         address = getattr(session, "address", None)
-        counted = [session] + ([("address", address)] if address is not None and session != ANONYMOUS else [])
+        counted = self._counted(session)
         with self.cond:
             self._admit(kind, session, address)
             for key in counted:
@@ -222,10 +251,7 @@ class Scheduler:
                         res.waiting.remove(ticket)
                 else:
                     res.give_back(ticket, token)
-                for key in counted:
-                    self.inflight[key] -= 1
-                    if self.inflight[key] <= 0:
-                        del self.inflight[key]
+                self._release(counted)
                 res.forget({key for w in res.waiting for key in (w.group, ("student", w.session))}
                            | set(res.running_of))
                 self.cond.notify_all()

@@ -247,9 +247,13 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
         progress("the same compile is running for another request: waiting for its answer", 0.0)
         began = time.monotonic()
         until = began + timeout
-        while not running.wait(0.5) and time.monotonic() < until:
-            if st.stops.stopped_since(owner, asked):
-                return failed(StageError("stopped", STOPPED_WAITING), action, kernel)
+        try:  # the wait counts as one of the student's jobs in flight
+            with st.scheduler.waiting_in_place(ANONYMOUS if background else session):
+                while not running.wait(0.5) and time.monotonic() < until:
+                    if st.stops.stopped_since(owner, asked):
+                        return failed(StageError("stopped", STOPPED_WAITING), action, kernel)
+        except Busy as busy:
+            return failed(busy_error(busy), action, kernel)
         waited = {"waited_s": round(time.monotonic() - began, 2)}
     else:  # that compile gave no answer worth sharing (a timeout, say): run one of our own
         return _execute(st, action, kernel, source, params, arch, options, session, progress, timeout, c, owner,
@@ -266,6 +270,10 @@ def _run_job(action, kernel, source, params, arch, options, session, progress, t
 
 
 STOPPED_WAITING = "stopped by you before it started"
+
+
+def busy_error(busy: Busy) -> StageError:
+    return StageError("busy", f"{busy}: try again in {max(1, round(busy.retry_after))} s")
 BACKGROUND_TIME = 4  # a background compile's time limit, in compile limits: it runs niced, on the CPU left over
 
 
@@ -329,8 +337,7 @@ def _execute(st, action, kernel, source, params, arch, options, session, progres
             if action == "tune":
                 _keep_tuned_config(st, kernel, source, result)
     except Busy as busy:
-        wait = max(1, round(busy.retry_after))
-        return failed(StageError("busy", f"{busy}: try again in {wait} s"), action, kernel)
+        return failed(busy_error(busy), action, kernel)
     except Stopped:
         return failed(StageError("stopped", STOPPED_WAITING), action, kernel)
     if not isinstance(result, dict):
