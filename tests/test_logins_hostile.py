@@ -107,6 +107,23 @@ def test_the_login_page_says_to_use_ones_own_password_once_a_roster_is_in_force(
         assert "own password" in after and "not the class password" in after
 
 
+def test_a_student_logs_in_only_under_the_name_as_the_roster_spells_it(tmp_path):
+    # Each spelling a session kept would be a student of its own to the limits (jobs in flight, share links):
+    # with extra spaces, a tab or a no-break space, Ada's own password opens no session.
+    with class_server(tmp_path) as s:
+        mine = passwords(s.room.import_roster("teacher", "", "Ada Lovelace\n"))
+        for variant in ("Ada  Lovelace", "Ada\tLovelace", "Ada\u00a0Lovelace", "Ada \u3000Lovelace"):
+            assert log_in(s.url, variant, mine["Ada Lovelace"]).status_code == 400, repr(variant)
+        assert who(s.url, browser_of(s.url, " Ada Lovelace ", mine["Ada Lovelace"])) == "Ada Lovelace"
+
+
+def test_the_limits_count_a_proxys_user_header_by_the_name_as_the_class_spells_it():
+    from playground.ui.gateway import student_of
+    keys = {str(student_of(SimpleNamespace(username=name, client=None, headers={})))
+            for name in ("Ada Lovelace", "Ada  Lovelace", "Ada\tLovelace", " Ada\u00a0Lovelace")}
+    assert keys == {"user:Ada Lovelace"}
+
+
 # -- login CSRF: another site may not log a student's browser in as someone else, or out -------------------------------
 @pytest.mark.parametrize("headers", [
     {"Origin": "http://evil.example"},

@@ -578,6 +578,11 @@ class Classroom:
         given = str(password or "").encode()
         if len(name) > NAME_LIMIT or not name.isprintable():  # (zero-width and control characters: a look-alike name)
             return None
+        # Only the name as the class spells it: the session keeps the name as typed, and "Ada  Lovelace" or
+        # "Ada\tLovelace" (each the roster's "Ada Lovelace" once folded) would each be a student of its own to
+        # whatever counts by the session's name, each with a cap and a quota of their own.
+        if str(username or "").strip() != name:
+            return None
         if name.lower() == TEACHER:
             teacher = self.settings.teacher_password
             return TEACHER_LOGIN if teacher and hmac.compare_digest(given, teacher.encode()) else None

@@ -199,8 +199,9 @@ def student_of(request) -> str:
     address share its limits: a class server asks for a login (README: For a class). Where one person may log in
     under any name (a class password, no roster), the login's key also carries the address, which the job queue
     counts too (queue.Student)."""
-    name = getattr(request, "username", None) if request is not None else None
-    from ..course import client_address  # the one rule for an address (a trusted proxy's X-Forwarded-For)
+    from ..course import client_address, user_name  # the one rule for an address (a trusted proxy's X-Forwarded-For)
+    # (the name as the class spells it, as the class's rules take it: a proxy's user header may be spelt freely)
+    name = user_name(getattr(request, "username", None) if request is not None else None)
     if name:
         from playground.jobs.queue import Student
         room = class_room() if class_room is not None else None
