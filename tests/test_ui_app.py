@@ -368,3 +368,25 @@ def test_the_page_sends_no_telemetry_to_gradio():
     """Gradio reports usage to its servers unless the Blocks say not to: the playground phones nowhere."""
     from playground.ui.layout import build_demo
     assert build_demo().analytics_enabled is False
+
+
+def test_a_share_link_of_a_kernel_of_ones_own_opens_it_as_ones_own(server):
+    import gradio as gr
+    from starlette.requests import Request
+    from playground.ui import classroom
+    from playground.ui.layout import Page
+    from playground.ui.own_kernel import OWN, template_source
+    source = template_source().replace('"""', '"""Shared from a kernel of my own.\n', 1)
+    made = classroom.classroom().share(OWN, source, {"M": 256, "N": 256, "K": 256, "dtype": "float16"})
+    assert made["ok"], made
+    page = Page()
+    page.build()
+    data = {comp: None for comp in page.setup} | {page.draft: None}
+    scope = {"type": "http", "client": ("10.0.0.1", 40000), "headers": [], "method": "GET", "path": "/",
+             "query_string": f"s={made['id']}".encode()}
+    out = page.on_load(data, gr.Request(request=Request(scope)))
+    assert "Opened the shared kernel" in out[page.status] and "as your own kernel" in out[page.status], \
+        out[page.status]
+    assert out[page.kernel] == OWN and out[page.editor] == source
+    assert out[page.draft]["kernel"] == OWN and out[page.draft]["source"] == source  # the browser keeps it so
+    assert out[page.draft]["values"]["M"] == "256"

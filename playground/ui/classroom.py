@@ -853,12 +853,15 @@ class ClassSection:
                 return gr.update(visible=False)
             from . import gateway
             from .common import offer_kept
+            from .own_kernel import OWN
             kernel = str(draft.get("kernel") or "kernel")
             shared = classroom().store.get_share(share_id)
             if gateway.is_original(kernel, draft["source"]) or (shared and shared["source"] == draft["source"]):
                 return gr.update(visible=False)
-            return offer_kept(request, kernel, "-my-draft.py", draft["source"],
-                              f"Your own {kernel} draft, replaced by this link: download it")
+            own = kernel == OWN
+            return offer_kept(request, "my-kernel" if own else kernel, "-my-draft.py", draft["source"],
+                              f"Your {'own kernel' if own else f'own {kernel} draft'}, replaced by this link: "
+                              "download it")
         demo.load(keep_draft, page.draft, self.kept_draft, **light)
 
         def logged_in(request: gr.Request):

@@ -379,6 +379,8 @@ class Page:
         shared, share_note = classroom.shared_draft(query.pop("s", None))  # /?s=ID: exactly what was shared
         for key in classroom.QUERY_KEYS:  # the class section's own (a board's re-run link), not a kernel's value
             query.pop(key, None)
+        if shared and shared["kernel"] == own_kernel.OWN:  # a kernel of one's own: opened as one's own
+            return self.opened_own_share(shared, data, request)
         if shared:
             draft, query = shared, {"kernel": shared["kernel"]}
         kernel = query.get("kernel") if query.get("kernel") in self.names else None
@@ -424,6 +426,19 @@ class Page:
         out = self.fresh_kernel_outputs(kernel, source, c, values, dtype, None if arch == AUTO else arch,
                                         session_of(request), status)
         out[self.banner] = views.banner_html(gateway.health())
+        return out
+
+    def opened_own_share(self, shared: dict, data: dict, request: gr.Request) -> dict:
+        """A share link of a kernel of one's own: its text in the editor as one's own kernel, its parameters read
+        from it and the shared values set (what the browser held before is offered as a download: classroom's
+        keep_draft)."""
+        out = self.own_kernel.on_load(shared, data, request)
+        if (data.get(self.own_kernel.own) or {}).get("source") is not None:  # (else: why it could not be read)
+            said = classroom.summary_text(shared.get("summary"))
+            text = (f"Opened the shared kernel ({shared['shared']}) as your own kernel" + (f"; {said}." if said else
+                                                                                           ".")
+                    + " Compile or Run to see it here.")
+            out[self.status] = f'<div class="pg-status idle">{views.esc(text)}</div>'
         return out
 
     def on_kernel(self, data: dict, request: gr.Request):
