@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import os
 import time
 from types import SimpleNamespace
 
@@ -122,6 +123,21 @@ def test_the_limits_count_a_proxys_user_header_by_the_name_as_the_class_spells_i
     keys = {str(student_of(SimpleNamespace(username=name, client=None, headers={})))
             for name in ("Ada Lovelace", "Ada  Lovelace", "Ada\tLovelace", " Ada\u00a0Lovelace")}
     assert keys == {"user:Ada Lovelace"}
+
+
+def test_a_logged_in_student_cannot_store_files_through_gradios_upload_route(tmp_path):
+    # The page uploads nothing; the route would keep any size of anything, for good, where the jobs run.
+    import tempfile
+    import uuid
+    from pathlib import Path
+    name = f"filler-{uuid.uuid4().hex}.bin"
+    with class_server(tmp_path) as s:
+        ada = browser_of(s.url, "Ada Lovelace", CLASS_PW)
+        answer = ada.post(s.url + "/gradio_api/upload", files={"files": (name, b"x" * (1 << 20))})
+        assert answer.status_code == 403 and server.UPLOADS_REFUSED in answer.text
+        assert ada.post(s.url + "/gradio_api/upload?upload_id=x", files={"files": (name, b"a")}).status_code == 403
+    gradio_tmp = Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
+    assert not list(gradio_tmp.glob(f"*/{name}")), "nothing of the upload was kept"
 
 
 # -- login CSRF: another site may not log a student's browser in as someone else, or out -------------------------------

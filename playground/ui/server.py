@@ -487,14 +487,45 @@ def guard_mcp(app, room: classroom.Classroom) -> bool:
     return found
 
 
+UPLOADS_REFUSED = "this server takes no file uploads: the page sends kernels as text"
+
+
+def refuse_uploads(app) -> None:
+    """Answer Gradio's upload route (POST /gradio_api/upload) with a refusal: the page has no control that uploads,
+    and the route keeps whatever a logged-in client sends (any size, any count) in Gradio's temporary folder for as
+    long as the server runs, so a student's script could fill the disk the jobs, the compile cache and the class's
+    database are on. The refusal is a route of its own put first, so it is matched before Gradio's (which sits in
+    an included router). Where Gradio has no upload route there (a new version moved it), the server does not start:
+    it fails closed rather than leave a route open that this cannot close."""
+    from fastapi.routing import APIRoute
+    from gradio.route_utils import API_PREFIX
+    path = API_PREFIX + "/upload"
+
+    def routes(router):
+        for route in getattr(router, "routes", ()):
+            yield route
+            yield from routes(getattr(route, "original_router", None))
+    if not any(str(getattr(r, "path", "")).endswith("/upload") and "POST" in (getattr(r, "methods", None) or ())
+               for r in routes(app.router)):
+        raise RuntimeError(f"Gradio's upload route was not found (POST {path}): refusing to start with an upload "
+                           "route this server cannot close")
+    if not any(getattr(r, "endpoint", None) is refuse_upload for r in app.router.routes):
+        app.router.routes.insert(0, APIRoute(path, refuse_upload, methods=["POST"], include_in_schema=False))
+
+
+async def refuse_upload() -> JSONResponse:
+    return JSONResponse({"error": UPLOADS_REFUSED}, status_code=403)
+
+
 def protect(demo: gr.Blocks, app, room: classroom.Classroom, throttle: LoginThrottle | None = None) -> None:
     """What serve() puts around Gradio's routes once the page is up (tests start their servers through it too):
     /health; whose address a request is (PeerAddress); the login's throttle with its device cookies, and the login
     and logout refused to other sites; the end of sessions a roster import no longer accepts, and the login page's
     line told again after one; the MCP tools offered (mcp_tools.expose) and their routes behind the agents' tokens
-    (guard_mcp)."""
+    (guard_mcp); Gradio's upload route refused (refuse_uploads)."""
     trust_only(demo, room.settings.trusted_proxy_networks())
     add_health_route(app)
+    refuse_uploads(app)
     guard_mcp(app, room)
     mcp_tools.expose(demo)
     throttle = throttle or LoginThrottle()
