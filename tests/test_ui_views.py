@@ -184,6 +184,7 @@ def test_tilelang_errors_show_the_useful_lines_of_the_log():
     return cached(...)
   0: tvm::tl::LayoutInference(...)
   1: 0x00007f3a2b1c
+    raise IndexError(
 ValueError: Check failed: (buffer A_shared shape [128, 64]) vs fragment [64, 64] mismatch
   The loop over k has extent 3
 """
@@ -193,6 +194,15 @@ ValueError: Check failed: (buffer A_shared shape [128, 64]) vs fragment [64, 64]
     html = views.error_html(err, "\n" * 20)
     assert "A_shared shape [128, 64]" in html and "layout inference failed" in html
     assert views.useful_log_lines({"stage": "python", "message": "x", "log": log}) == []
+
+
+def test_a_file_of_ones_own_pasted_over_a_shipped_kernel_is_told_what_to_do():
+    pasted = {"ok": False, "kernel": "gemm", "error": {"stage": "parameters", "message": "the file has no kernel "
+                                                       "'gemm'; its kernels: add", "line": None}}
+    told = views.with_own_file_hint(pasted, "gemm")["error"]["message"]
+    assert told.startswith("the file has no kernel 'gemm'; its kernels: add") and "New kernel" in told
+    other = {"ok": False, "error": {"stage": "parameters", "message": "block_M must be one of 64, 128"}}
+    assert views.with_own_file_hint(other, "gemm") is other
 
 
 def test_a_resource_error_is_shown_beside_the_controls_it_names():

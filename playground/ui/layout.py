@@ -546,6 +546,7 @@ class Page:
             result = gateway.call(action, kernel, source, ctl.engine_params(values, dtype),
                                   session=session_of(request), arch=arch, options=options, on_progress=staged,
                                   owner=tab_of(request), on_partial=on_partial)
+        result = views.with_own_file_hint(result, kernel)
         out = {self.status: views.status_html(action, result, waited=time.monotonic() - started)}
         out.update(self.error_outputs(result, source))
         out.update(self.draft_and_links(kernel, source, c, values, dtype, arch, session_of(request)))

@@ -202,7 +202,9 @@ CSS = """
 #pg-params .html-container { padding: 0 4px !important; }
 #pg-params-note:not(:has(div)) { display: none; }
 #pg-params .pg-group-label { margin: 0; }
-#pg-params .pg-slot { min-width: 80px !important; }
+/* wide enough for "auto" beside a dropdown's arrow; a long name (swizzle_panel) breaks, never clipped */
+#pg-params .pg-slot { min-width: 104px !important; }
+#pg-params .pg-slot label > span:first-child { overflow-wrap: anywhere; white-space: normal; }
 #pg-params .pg-slot span[data-testid=block-info], #pg-params .pg-slot .info-text { font-size: 0.78rem;
                                                                                    line-height: 1.2; margin: 0; }
 /* "What these parameters do" at the panel's top right, over the controls when opened (each is a tooltip too) */
@@ -211,6 +213,8 @@ CSS = """
 #pg-param-help .pg-param-help[open] { background: var(--block-background-fill); border: 1px solid
                                       var(--border-color-primary); border-radius: 6px; padding: 4px 8px; }
 #pg-param-help summary { text-align: right; }
+/* the note (what the file gives, no reference) keeps clear of that summary, whose line it shares */
+#pg-params-note:has(div) { padding-right: min(15em, 45%) !important; }
 /* A phone's width: source, controls and code stacked, the code scrolling inside its pane, never the page sideways */
 @media (max-width: 640px) {
   #pg-toolbar > .form { min-width: 100% !important; display: grid !important;

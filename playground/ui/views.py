@@ -166,6 +166,18 @@ def tile_choice_text(config: dict | None) -> str:
 
 
 # -- errors -----------------------------------------------------------------------------------------------------
+def with_own_file_hint(result: dict, kernel: str) -> dict:
+    """A shipped kernel's compile whose source defines no kernel of that name (a file of one's own pasted over the
+    shipped one): the answer with what to do instead, said in its message."""
+    err = result.get("error") or {}
+    if err.get("stage") != "parameters" or not str(err.get("message") or "").startswith(
+            f"the file has no kernel {kernel!r}"):
+        return result
+    hint = (f". The editor holds a file of your own in place of {kernel}'s: to compile it, press New kernel (it "
+            f"starts a kernel of your own) and paste it there; Reset brings back {kernel}'s file")
+    return {**result, "error": {**err, "message": err["message"] + hint}}
+
+
 def error_html(error: dict | None, source: str | None = None) -> str:
     """The stage, the short message and, where known, the user's line quoted from the source with its neighbours."""
     if not error:
@@ -197,7 +209,7 @@ def error_html(error: dict | None, source: str | None = None) -> str:
 # not the C++ backtrace frames or Python's traceback plumbing around them.
 _USEFUL = re.compile(r"(Error|error:|Check failed|shape|Shape|buffer|Buffer|expect|mismatch|T\.\w+\(|"
                      r"\bdtype\b|out of|exceed|too (large|many)|not (supported|divisible)|must )")
-_NOISE = re.compile(r"^\s*(File \"|Traceback|\d+: |\[bt\]|at |During handling|The above exception|-{4})|"
+_NOISE = re.compile(r"^\s*(File \"|Traceback|\d+: |\[bt\]|at |During handling|The above exception|-{4}|raise\b)|"
                     r"^\s*\^+\s*$|site-packages|tvm::|ffi::|0x[0-9a-f]{6,}")
 
 
