@@ -189,6 +189,15 @@ def test_an_agents_work_is_marked_in_the_exports_and_counts_for_nothing_in_the_g
     assert listed == {"Ada": "=cmd|' /C calc'!A0", "Grace": None, "Alan": "alan's"}
 
 
+def test_a_name_on_the_boards_mixing_alphabets_to_look_like_another_is_refused():
+    from playground.course.boards import check_alias
+    for look_alike in ("Grace Hopp\u0435r", "Te\u0430cher", "\u03a4eacher"):  # Cyrillic е, а; a Greek capital tau
+        shown, why = check_alias(look_alike, "Ada", {"Ada", "Grace Hopper"})
+        assert shown is None and "one alphabet" in why, look_alike
+    for own in ("Zoë Müller", "Łukasz", "Иван Петров", "山田 はなこ", "김 민준", "Ada 2"):  # one alphabet each
+        assert check_alias(own, "Ada", {"Ada", "Grace Hopper"}) == (own, None)
+
+
 def test_a_name_on_the_boards_is_limited_checked_and_never_someone_elses(tmp_path):
     room = room_for(tmp_path)
     accepted(room, "Ada")
@@ -264,9 +273,14 @@ def test_a_roster_import_says_first_which_logged_in_students_it_ends(tmp_path):
     end_sessions_off_the_roster(app, room)
     open_session(room, app, "t1", "Ada", CLASS_PW)
     open_session(room, app, "t2", "teacher", TEACHER_PW)
+    open_session(room, app, "t5", "Carol", CLASS_PW)
     preview = room.roster_preview("teacher", "", "Ada\nGrace\n")
-    assert preview["ending"] == ["Ada"] and "ends 1 logged-in session (Ada)" in preview["message"]
-    assert app.tokens == {"t1": "Ada", "t2": "teacher"} and not room.has_roster(), "a preview changes nothing"
+    assert sorted(preview["ending"]) == ["Ada", "Carol"] and "ends 2 logged-in sessions" in preview["message"]
+    # Ada gets a password of her own; Carol, left off the list, gets none: the teacher is told which is which
+    assert "Ada: they log in again with the password the import gives them" in preview["message"]
+    assert preview["not_on_roster"] == ["Carol"] and "Carol: not on this roster" in preview["message"]
+    assert app.tokens == {"t1": "Ada", "t2": "teacher", "t5": "Carol"} and not room.has_roster(), \
+        "a preview changes nothing"
     mine = dict(csv.reader(io.StringIO(room.import_roster("teacher", "", "Ada\nGrace\n")["csv"])))
     assert app.tokens == {"t2": "teacher"}
     open_session(room, app, "t3", "Ada", mine["Ada"])
@@ -327,6 +341,9 @@ def test_compiles_and_runs_on_an_exercise_are_kept_for_a_logged_in_student_only(
     assert [(a["action"], a["ok"], a["stage"], a["median_ms"], a["sol_percent"]) for a in kept] == [
         ("run", True, None, 0.2, 61.0), ("compile", False, "nvcc", None, None)]
     assert len(kept[1]["message"]) == 300
+    room.note_activity("Grace", "", "compile", run)  # no exercise picked: nothing kept, but Grace was seen
+    rows = {r["student"]: r for r in room.roster_list("teacher", "")["rows"]}
+    assert rows["Grace"]["last_seen"] and "Grace" not in {a["student"] for a in room.store.activity("vector_add")}
 
 
 def test_trajectories_give_the_time_to_a_first_correct_submission_speed_over_time_and_who_is_stuck(tmp_path):

@@ -25,10 +25,28 @@ def check_alias(alias, student: str, others: set[str]) -> tuple[str | None, str 
         return None, "a name on the boards is letters, digits, spaces and - _ . ' only"
     if not text[0].isalnum():
         return None, "a name on the boards starts with a letter or a digit"
+    if len(scripts(text)) > 1:  # "Grace Hopp\u0435r", Cyrillic е for e: a classmate's name to the eye
+        return None, "a name on the boards is written in one alphabet (not Latin letters mixed with Cyrillic or Greek)"
     fold = unicodedata.normalize("NFKC", text).casefold()
     if fold == TEACHER or fold in {unicodedata.normalize("NFKC", o).casefold() for o in others if o != student}:
         return None, "that is someone else's name: choose one of your own"
     return text, None
+
+
+# Scripts written together in one language's names: Japanese mixes kanji and kana, Korean hangul and hanja.
+_SCRIPT_OF = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "CJK": "CJK", "KATAKANA-HIRAGANA": "CJK"}
+
+
+def scripts(text: str) -> set[str]:
+    """The alphabets of the letters of `text`, by the first word of each letter's Unicode name (LATIN, CYRILLIC,
+    GREEK, ...; the East Asian ones as one): a name of more than one can pass for another name (Unicode TR39's
+    mixed-script look-alikes)."""
+    found = set()
+    for c in text:
+        if c.isalpha():
+            first = unicodedata.name(c, "UNKNOWN").split(" ")[0]
+            found.add(_SCRIPT_OF.get(first, first))
+    return found
 
 
 def board(ex: Exercise, rows: list[dict], teacher: bool = False, who: str = "all") -> dict:

@@ -417,6 +417,7 @@ class Classroom:
         name = user_name(student)
         if not name or name.lower() == TEACHER or action not in ("compile", "run") or not isinstance(result, dict):
             return
+        self.seen(name)  # (on the roster's last seen also without an exercise picked)
         if str(exercise or "") not in self.exercises_by_name():
             return
         err = result.get("error") if isinstance(result.get("error"), dict) else {}
@@ -427,7 +428,6 @@ class Classroom:
                                     submitting.speed_of_light(result), when=self.clock())
         except (StoreError, ValueError):
             log.exception("could not keep %r's %s", name, action)
-        self.seen(name)
 
     def announcement(self) -> dict | None:
         try:
@@ -717,14 +717,22 @@ class Classroom:
             credentials = {t: self._sessions.get(t) for t in sessions}
         ending = rosters.sessions_ending(sessions, credentials, hashes, set(names))
         new = [n for n in names if n not in hashes]
+        listed = set(names)
+        again = sorted({n for n in ending if n in listed})  # log in again with the password the import gives them
+        off = sorted({n for n in ending if n not in listed})  # no password at all: they can no longer log in
+
+        def some(who: list[str]) -> str:
+            return ", ".join(who[:12]) + (", ..." if len(who) > 12 else "")
+        told = [f"{some(again)}: they log in again with the password the import gives them"] if again else []
+        if off:
+            told.append(f"{some(off)}: not on this roster, so they get no password and can no longer log in "
+                        "(add them to the list to keep them)")
         return {"ok": True, "students": len(names), "new": len(new), "replaced": len(names) - len(new),
-                "ending": ending,
+                "ending": ending, "not_on_roster": off,
                 "message": (f"{len(names)} name{'' if len(names) == 1 else 's'} ({len(new)} new, "
                             f"{len(names) - len(new)} given a new password). The import ends "
                             f"{len(ending)} logged-in session{'' if len(ending) == 1 else 's'}"
-                            + (f" ({', '.join(sorted(set(ending))[:12])}{', ...' if len(set(ending)) > 12 else ''})"
-                               if ending else "")
-                            + ": they log in again with the password the import gives them.")}
+                            + ("; " + "; ".join(told) if told else "") + ".")}
 
     def import_roster(self, username, teacher_password, roster_csv: str, address: str | None = None) -> dict:
         """A CSV of names (a `name` column, else the first column) → a new password for each, stored hashed; the

@@ -1130,7 +1130,8 @@ class ClassSection:
                 return _failed(answer), roster_frame({})
             on = sum(r["on_roster"] for r in answer["rows"])
             return (_status("ok", f"{on} on the roster, {len(answer['rows'])} names in all." if answer["roster"] else
-                            f"No roster: {len(answer['rows'])} names logged in with the class password."),
+                            f"No roster: {len(answer['rows'])} name{'' if len(answer['rows']) == 1 else 's'} "
+                            "seen at work with the class password (a compile or a run)."),
                     roster_frame(answer))
         self.roster_list_btn.click(roster_listed, self.teacher_pw, [self.teacher_note, self.roster_rows], **light)
 
