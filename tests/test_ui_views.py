@@ -92,6 +92,7 @@ def test_a_cuda_line_made_by_an_imported_kernel_module_names_that_module_and_lin
                      source_lines=SOURCE.splitlines())
     rows = lines_of(html)
     assert "pg-has-origin" in rows[2].split(">")[0] and "data-src" not in rows[2]
+    assert 'data-origin="flash_attention_hopper.py"' in rows[2]  # (the page's note names the module from it)
     assert "from flash_attention_hopper.py line 169: T.copy(K[bz, k], K_shared)" in rows[2]
     assert '<span class="pg-no">3</span>' in rows[2], "the listing's own line number, not the module's"
     assert "pg-has-origin" not in rows[1] and "from source line 20" in rows[1], "the file's own lines come first"

@@ -142,7 +142,8 @@ def code_html(text: str, language: str = "cuda", *, line_map: list | None = None
             classes.append("pg-has-origin")
             if where in marked:
                 classes.append("pg-mark")
-            attrs = f' title="{html.escape(f"from {module} line {module_line}" + (f": {quote}" if quote else ""))}"'
+            attrs = (f' data-origin="{html.escape(module)}"'
+                     f' title="{html.escape(f"from {module} line {module_line}" + (f": {quote}" if quote else ""))}"')
         out.append(f'<div class="{" ".join(classes)}"{attrs}><span class="pg-no">{number}</span>'
                    f'<span class="pg-tx">{body or " "}</span></div>')
     if fold and fold >= len(rows):

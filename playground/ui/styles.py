@@ -293,11 +293,17 @@ HEAD = r"""
     });
     // Say so when the chosen lines made no CUDA (a comment, or code of a schedule this compile did not build),
     // rather than leave the pane as it was.
+    // Where the kernel's body is in a module the file imports (gemm.py's in gemm_hopper.py), most lines of the file
+    // make none: say where the CUDA comes from and how to reach those lines.
+    const modules = [...new Set([...pane.querySelectorAll(".pg-line[data-origin]")].map((el) => el.dataset.origin))];
     let note = pane.querySelector(".pg-nomap");
-    if (!first && mapped) {
+    if (!first && (mapped || modules.length)) {
       if (!note) { note = document.createElement("div"); note.className = "pg-nomap"; pane.prepend(note); }
-      note.textContent = (a === b ? `Line ${a} made` : `Lines ${a}–${b} made`) +
-        " no CUDA in this compile (a comment, or code this configuration does not build).";
+      note.textContent = (a === b ? `Line ${a} made` : `Lines ${a}–${b} made`) + " no CUDA in this compile" +
+        (modules.length ? `: most of this kernel's CUDA comes from ${modules.join(", ")}, which the file imports. ` +
+                          "Hover a CUDA line for the line it came from, or pick one under " +
+                          "\u201cMark the CUDA of source line\u201d."
+                        : " (a comment, or code this configuration does not build).");
     } else if (note) note.remove();
     if (first) pane.scrollTop = Math.max(0, first.offsetTop - pane.clientHeight / 4);
   };
