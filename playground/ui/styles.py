@@ -207,6 +207,8 @@ CSS = """
 #pg-params .pg-slot label > span:first-child { overflow-wrap: anywhere; white-space: normal; }
 #pg-params .pg-slot span[data-testid=block-info], #pg-params .pg-slot .info-text { font-size: 0.78rem;
                                                                                    line-height: 1.2; margin: 0; }
+/* An exercise's statement scrolls in a box of its own: open, it would push the CUDA below the fold */
+#pg-exercise-statement { max-height: 18em; overflow-y: auto; }
 /* "What these parameters do" at the panel's top right, over the controls when opened (each is a tooltip too) */
 #pg-params { position: relative; }
 #pg-param-help { position: absolute !important; top: 2px; right: 6px; z-index: 5; max-width: calc(100% - 12px); }
