@@ -146,9 +146,10 @@ def set_textbox(page, elem_id: str, text: str) -> None:
     box.dispatch_event("input")
 
 
-def submit(page) -> str:
+def submit(page, button: str = "#pg-submit") -> str:
+    """Submit (or Check: `button`) and the answer, once it is a new one."""
     before = page.inner_text("#pg-submit-out")
-    page.click("#pg-submit")
+    page.click(button)
     page.wait_for_function("(before) => { const e = document.querySelector('#pg-submit-answer');"
                            " return e && e.innerText !== before; }", arg=before, timeout=400_000)
     return page.inner_text("#pg-submit-answer")
@@ -190,7 +191,7 @@ def test_a_term_as_a_teacher_and_two_students(term):
     teacher_tab(teacher, "Roster")
     set_textbox(teacher, "pg-roster-text", "name\nAda\nGrace\n")
     warning = click_and_note(teacher, "#pg-roster-import")
-    assert "2 names (2 new" in warning and "ends 1 logged-in session (Ada)" in warning, warning
+    assert "2 names (2 new" in warning and "ends 1 logged-in session; Ada: they log in again" in warning, warning
     assert room.store.students() == [], "nothing imported before the teacher confirms"
     teacher.click("#pg-roster-confirm")
     wait_text(teacher, "#pg-roster-out", "Grace")
@@ -240,6 +241,9 @@ def test_a_term_as_a_teacher_and_two_students(term):
     assert "compiled" in wait_idle(ada, 240)
     sending(ada, lambda: ada.locator("#pg-run").click())
     wait_idle(ada, 240)  # (no GPU here: the run is refused, and kept as an error)
+    checked = submit(ada, "#pg-check")  # (no GPU here: the check is refused, and nothing of it is kept)
+    assert "Check failed" in checked and "sent with block_N=2048" in checked, checked
+    assert room.store.submissions("vector_add") == []
     answer = submit(ada)
     assert "Not accepted" in answer and "sent with block_N=2048" in answer, answer  # (refused by the grade job)
 

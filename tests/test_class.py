@@ -173,6 +173,39 @@ def test_submit_checks_who_what_and_whether_there_is_a_gpu(tmp_path):
     assert room.store.submissions() == []  # nothing graded, nothing recorded
 
 
+def test_a_check_grades_the_public_shapes_only_keeps_nothing_and_names_them_in_the_exercises_terms(tmp_path):
+    # The jobs' side, answered here: the build of the public problems, and a grade that fails at the second
+    # problem it was given (N = 1000). What the jobs were sent and what the student is told are what is checked.
+    ex = cls.load_exercises()["vector_add"]
+    sent = []
+
+    def jobs(action, kernel, source, params, **kw):
+        sent.append((action, params["problems"]))
+        if action == "build_submission":
+            return {"ok": True, "tir": ["(tir)"] * len(params["problems"])}
+        verification = [{"problem": i, "passed": i != 1, "rel_error": 0.0 if i != 1 else 1.0,
+                         "message": "ok" if i != 1 else "wrong result"} for i in range(len(params["problems"]))]
+        return {"ok": False, "verification": verification, "failed_problem": 1,
+                "error": {"stage": "verify", "message": "max error 1.0", "line": None, "log": ""}}
+    room = cls.Classroom(Settings(data_dir=tmp_path), run_job=jobs, has_gpu=lambda: True)
+    answer = room.check("Ada", "vector_add", ex.starter, {})
+    public = [dict(p) for p in ex.visible] + [dict(ex.timed)]
+    assert [problems for _, problems in sent] == [public, public], "no hidden shape is built or graded"
+    assert not answer["ok"] and answer["checked"] and answer["error"]["stage"] == "verify"
+    assert answer["error"]["message"].startswith("the check failed (at N=1000)"), answer
+    assert [c["problem"] for c in answer["checks"]] == [cls_label(p) for p in public]
+    assert [c["passed"] for c in answer["checks"]] == [True, False, True]
+    assert room.store.submissions() == [] and room.leaderboard("vector_add")["rows"] == []  # nothing kept
+    assert room.check(None, "vector_add", ex.starter, {})["error"]["stage"] == "permission"
+    assert cls.Classroom(Settings(data_dir=tmp_path / "b"), has_gpu=lambda: False).check(
+        "Ada", "vector_add", ex.starter, {})["error"]["stage"] == "device"
+
+
+def cls_label(problem: dict) -> str:
+    from playground.course.exercises import label
+    return label(problem)
+
+
 # -- who is who, and the teacher's view ---------------------------------------------------------------------------------
 def test_logins_teacher_roster_and_class_password(tmp_path):
     room = room_for(tmp_path)
@@ -513,6 +546,20 @@ def test_on_a_gpu_correct_lands_on_the_board_wrong_and_cheating_are_refused(tmp_
     assert [r["student"] for r in room.leaderboard("vector_add")["rows"]] == ["Ada"]
     statuses = {r["student"]: r["status"] for r in room.all_submissions("teacher", "")["rows"]}
     assert statuses == {"Ada": "accepted", "Grace": "refused", "Mallory": "refused"}
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_check_grades_the_public_shapes_and_keeps_nothing(tmp_path, record_property):
+    room = cls.Classroom(Settings(data_dir=tmp_path))
+    ex = cls.load_exercises()["vector_add"]
+    good = room.check("Ada", "vector_add", ex.starter, {"block_N": "2048", "threads": "256"})
+    record_property("check of the starter", json.dumps({k: good.get(k) for k in ("ok", "median_ms", "message")}))
+    assert good["ok"] and good["checked"], good.get("error")
+    assert [c["passed"] for c in good["checks"]] == [True] * (len(ex.visible) + 1)  # the visible and the timed
+    assert not any(c["problem"].startswith("hidden") for c in good["checks"])
+    # wrong only at a hidden shape: a check cannot tell, which is what Submit is for
+    assert room.check("Grace", "vector_add", WRONG_AT_RAGGED, {})["ok"]
+    assert room.store.submissions() == [] and room.leaderboard("vector_add")["rows"] == []
 
 
 @pytest.mark.gpu

@@ -35,7 +35,7 @@ TEACHER_PW = "teacher-secret"
 CLASS_PW = "class-secret"
 SMALL = {"M": 256, "N": 256, "K": 256}
 TOOLS = ["list_kernels", "list_exercises", "describe", "compile", "run", "tune", "profile", "memcheck", "lowering",
-         "share", "submit", "leaderboard"]
+         "share", "check", "submit", "leaderboard"]
 
 
 def room_for(tmp_path, **kwargs) -> cls.Classroom:
@@ -299,6 +299,18 @@ def test_a_class_server_refuses_mcp_without_a_token_or_with_a_revoked_one(class_
 
 WRONG_VECTOR_ADD = cls.load_exercises()["vector_add"].starter.replace(
     "A[bx * block_N + i] + B[bx * block_N + i]", "A[bx * block_N + i] - B[bx * block_N + i]")
+
+
+def test_an_agents_check_is_graded_as_its_users_and_kept_nowhere(class_server):
+    ada = page_login(class_server.url, "Ada")
+    made = ada.predict("ada's checker", api_name="/agent_token")
+    answer = with_mcp(class_server.url, made["token"], tool("check", exercise="vector_add", source=WRONG_VECTOR_ADD,
+                                                            params={"block_N": 512}))
+    # without a GPU the server says it has none; on one, the wrong sums at a visible shape
+    assert not answer["ok"] and answer["error"]["stage"] in ("device", "verify"), answer["error"]
+    teacher = page_login(class_server.url, "teacher", TEACHER_PW)
+    assert [r for r in teacher.predict("vector_add", "", api_name="/teacher_submissions")["rows"]
+            if r["student"] == "Ada"] == [], "a check is no submission"
 
 
 def test_an_agents_refused_submission_is_kept_and_marked_as_an_agents_in_the_teachers_list(class_server):

@@ -17,6 +17,7 @@ playground/ui/classroom.py is the page over it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -34,7 +35,7 @@ from ..store import ShareError, Store, StoreError, utf8_size
 from . import agents as tokens, boards, exports, roster as rosters, similarity, submitting, trajectories
 from .access import (CLASS_LOGIN, LOGIN_SEEN, NAME_LIMIT, TEACHER, TEACHER_LOGIN, Recent, TeacherGate, error,
                      plain_text, user_name)
-from .exercises import EXERCISES_DIR, Exercise, ExerciseError, iso, load_exercises, parse_time, time_text
+from .exercises import EXERCISES_DIR, Exercise, ExerciseError, iso, label, load_exercises, parse_time, time_text
 
 log = logging.getLogger("playground.classroom")
 ANNOUNCEMENT_LIMIT = 2000  # characters of an announcement
@@ -208,27 +209,9 @@ class Classroom:
         before anything runs, and kept for the teacher. `agent`: the token an agent submits with (agent_of's
         answer): the submission is the student's, marked as their agent's, and refused where the exercise takes no
         agents; it waits for the student's own (one submission of a student's at a time)."""
-        if not student:
-            return error("permission", "submitting needs to know who you are, and this server has no login: the "
-                                       "teacher sets a class password or imports a roster (README, Teaching a class)")
-        ex = self.exercises_by_name().get(str(exercise or ""))
-        if ex is None and not exercise:
-            return error("parameters", "pick an exercise first; the exercises are "
-                                       f"{', '.join(self.exercises_by_name()) or 'none'}")
-        if ex is None:
-            return error("parameters", f"no exercise named {quoted(exercise)}; the exercises are "
-                                       f"{', '.join(self.exercises_by_name()) or 'none'}")
-        if not isinstance(source, str) or not source.strip():
-            return error("parameters", "the submission is empty: put your kernel in the editor")
-        size = utf8_size(source)
-        if size is None:
-            return error("parameters", "the submission is not valid text: it holds a character UTF-8 cannot write "
-                                       "(a lone surrogate)")
-        if size > SOURCE_LIMIT:  # bytes, as stored
-            return error("parameters", f"the submission is over {SOURCE_LIMIT // 1024} KiB")
-        tile, bad = submitting.tile_params(ex, params)
-        if bad:
-            return error("parameters", bad)
+        ex, tile, refused = self._solution(student, exercise, source, params, "submitting")
+        if refused is not None:
+            return refused
         if agent and not self.agents_allowed(ex):
             return error("permission", f"{ex.title} takes no agents' submissions: the teacher has forbidden them "
                                        "(submit it yourself, on the page)")
@@ -239,11 +222,9 @@ class Classroom:
             return self._closed(student, ex, source, tile, extension, agent)
         if not self.has_gpu():
             return error("device", submitting.NO_GPU)
-        with self._submitting_lock:
-            if student in self._submitting:
-                return error("busy", "your previous submission is still being graded: wait for its answer")
-            self._submitting.add(student)
-        try:
+        with self._one_grading(student) as busy:
+            if busy is not None:
+                return busy
             answer = self._grade(student, ex, source, tile, on_progress)
             answer = self._record(student, ex, source, tile, answer, late=standing == "late", agent=agent)
             if answer.get("ok"):
@@ -251,6 +232,73 @@ class Classroom:
                 answer["rank"] = next((r["rank"] for r in board if r["student"] == student
                                        and bool(r["agent"]) == bool(agent)), None)
             return answer
+
+    def check(self, student: str | None, exercise: str, source: str, params: dict | None,
+              on_progress=None, agent: dict | None = None) -> dict:
+        """A submission's grading on the exercise's public problems only (the visible shapes and the timed one),
+        kept nowhere: no board, no attempt, no deadline. The student learns whether their kernel is right where
+        they can see the shapes, and its time at the timed one, before they submit. An agent's check is refused
+        where the exercise takes no agents, as its submission would be."""
+        ex, tile, refused = self._solution(student, exercise, source, params, "checking")
+        if refused is not None:
+            return refused
+        if agent and not self.agents_allowed(ex):
+            return error("permission", f"{ex.title} takes no agents: the teacher has forbidden them (check it "
+                                       "yourself, on the page)")
+        self.seen(student)
+        if not self.has_gpu():
+            return error("device", submitting.NO_GPU)
+        with self._one_grading(student) as busy:
+            if busy is not None:
+                return busy
+            answer = self._grade(student, ex, source, tile, on_progress, public_only=True)
+        answer.pop("unrecorded", None)
+        answer.pop("times", None)
+        answer["checked"] = True  # (not a submission: nothing of it is kept)
+        if answer.get("ok"):
+            answer["message"] = (f"right on the {len(ex.visible)} visible shape{'' if len(ex.visible) == 1 else 's'}"
+                                 f" and at {label(ex.timed)}: {answer['median_ms']:.4f} ms there. Nothing is kept: "
+                                 "Submit checks the hidden shapes too and puts it on the board")
+        return answer
+
+    def _solution(self, student: str | None, exercise: str, source: str, params: dict | None,
+                  doing: str) -> tuple[Exercise | None, dict | None, dict | None]:
+        """(the exercise, the tile parameters, None) for a solution sent to submit or check, or (None, None, why
+        not)."""
+        if not student:
+            return None, None, error("permission", f"{doing} needs to know who you are, and this server has no "
+                                                   "login: the teacher sets a class password or imports a roster "
+                                                   "(README, Teaching a class)")
+        ex = self.exercises_by_name().get(str(exercise or ""))
+        if ex is None and not exercise:
+            return None, None, error("parameters", "pick an exercise first; the exercises are "
+                                                   f"{', '.join(self.exercises_by_name()) or 'none'}")
+        if ex is None:
+            return None, None, error("parameters", f"no exercise named {quoted(exercise)}; the exercises are "
+                                                   f"{', '.join(self.exercises_by_name()) or 'none'}")
+        if not isinstance(source, str) or not source.strip():
+            return None, None, error("parameters", "the solution is empty: put your kernel in the editor")
+        size = utf8_size(source)
+        if size is None:
+            return None, None, error("parameters", "the solution is not valid text: it holds a character UTF-8 "
+                                                   "cannot write (a lone surrogate)")
+        if size > SOURCE_LIMIT:  # bytes, as stored
+            return None, None, error("parameters", f"the solution is over {SOURCE_LIMIT // 1024} KiB")
+        tile, bad = submitting.tile_params(ex, params)
+        if bad:
+            return None, None, error("parameters", bad)
+        return ex, tile, None
+
+    @contextlib.contextmanager
+    def _one_grading(self, student: str):
+        """One grading of a student's at a time (a submission or a check): yields None, or the refusal to answer."""
+        with self._submitting_lock:
+            if student in self._submitting:
+                yield error("busy", "your previous submission or check is still being graded: wait for its answer")
+                return
+            self._submitting.add(student)
+        try:
+            yield None
         finally:
             with self._submitting_lock:
                 self._submitting.discard(student)
@@ -266,9 +314,12 @@ class Classroom:
             return self._record(student, ex, source, tile, answer, agent=agent)
         return answer
 
-    def _grade(self, student: str, ex: Exercise, source: str, tile: dict, on_progress) -> dict:
-        """Build and grade: the answer (accepted with its time, GPU and record, or the refusal), nothing kept."""
-        problems = ex.problems
+    def _grade(self, student: str, ex: Exercise, source: str, tile: dict, on_progress,
+               public_only: bool = False) -> dict:
+        """Build and grade: the answer (accepted with its time, GPU and record, or the refusal), nothing kept.
+        `public_only`: the visible problems and the timed one, no hidden one (a check)."""
+        which = [i for i in range(len(ex.problems)) if not (public_only and ex.kind(i) == "hidden")]
+        problems = [ex.problems[i] for i in which]  # (the timed problem is the last, of these as of all)
         timed = len(problems) - 1
         session = f"student:{student}"
         # Two build jobs: the public problems (visible and timed), then the hidden ones. The student's code that
@@ -276,7 +327,7 @@ class Classroom:
         # line, a TIR shaped to fail with a message) can carry one back. The hidden job's failures are told as
         # "a hidden shape", and its progress as a fixed text.
         tir: list = [None] * len(problems)
-        hidden = [i for i in range(len(problems)) if ex.kind(i) == "hidden"]
+        hidden = [j for j, i in enumerate(which) if ex.kind(i) == "hidden"]
         public = [i for i in range(len(problems)) if i not in hidden]
         for indices in (public, hidden):
             if not indices:
@@ -301,8 +352,8 @@ class Classroom:
                     err["message"] = match.group(2)
                 # The paths are taken out here, not from the jobs' whole answers: the TIR the grader gets stays as
                 # built. (The student's file: vector_add.py.)
-                return submitting.refusal(ex, self.in_users_terms(err, ex.factory), failed,
-                                          "building your kernel failed")
+                return submitting.refusal(ex, self.in_users_terms(err, ex.factory),
+                                          None if failed is None else which[failed], "building your kernel failed")
             for i, text in zip(indices, texts):
                 tir[i] = text
         graded = self.run_job("grade", f"exercise:{ex.name}", None,
@@ -311,11 +362,16 @@ class Classroom:
                               session=session, timeout=submitting.GRADE_TIMEOUT, on_progress=on_progress)
         if (graded.get("error") or {}).get("stage") == "busy":
             return error("busy", graded["error"]["message"], unrecorded=True)
-        checks = submitting.checks(ex, graded.get("verification") or [])
+        # (the grade job numbers the problems it was given: back to the exercise's numbers)
+        verification = [{**v, "problem": which[v["problem"]]} if isinstance(v.get("problem"), int)
+                        and 0 <= v["problem"] < len(which) else v for v in graded.get("verification") or []]
+        checks = submitting.checks(ex, verification)
         if not graded.get("ok"):
             err = graded.get("error")
-            answer = submitting.refusal(ex, self.in_users_terms(err, ex.factory) if err else None,
-                                        graded.get("failed_problem"), "your kernel was not accepted")
+            failed = graded.get("failed_problem")
+            failed = which[failed] if isinstance(failed, int) and 0 <= failed < len(which) else None
+            answer = submitting.refusal(ex, self.in_users_terms(err, ex.factory) if err else None, failed,
+                                        "your kernel was not accepted" if not public_only else "the check failed")
             answer["checks"] = checks
             return answer
         answer = submitting.accepted_answer(ex, student, graded, checks)

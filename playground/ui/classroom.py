@@ -7,6 +7,7 @@ and thin endpoint functions over the class's rules, which live in playground/cou
     /exercises () → [{"name", "title", "statement", "starter", "visible", "timed", "target_ms", "deadline", ...}]
     /submit (exercise, source, params) → {"ok", "median_ms", "speedup", "gpu", "sol_percent", "rank", ...} or
                                          {"ok": false, "error"}
+    /check (exercise, source, params) → the same grading on the public shapes only, kept nowhere ("checked": true)
     /leaderboard (exercise[, who]) → {"ok", "rows": [{"rank", "student", "kind", "agent", "median_ms", "gpu",
                                                      "sol_percent", "record", ...}]}   who: all, students, agents
     /agent_token (name) → {"ok", "token", ...} (shown once)   /agent_tokens () → yours   /agent_token_revoke (id)
@@ -135,6 +136,12 @@ def submit(exercise: str, source: str, params: dict | None = None, request: gr.R
     """Grade a solution: verified on the visible and hidden shapes with fresh inputs, timed, verified again; on the
     board if accepted (needs a GPU server and a login; refused after the exercise's deadline and late window)."""
     return classroom().submit(user_of(request), exercise, source, params)
+
+
+def check(exercise: str, source: str, params: dict | None = None, request: gr.Request = None) -> dict:
+    """Check a solution before submitting it: graded as a submission is, on the exercise's visible shapes and its
+    timed one only, and kept nowhere (no board, no attempt). Needs a GPU server and a login."""
+    return classroom().check(user_of(request), exercise, source, params)
 
 
 def leaderboard(exercise: str, who: str = "all", request: gr.Request = None) -> dict:
@@ -286,12 +293,12 @@ def teacher_agents(exercise: str, allowed: bool | None = None, teacher_password:
     return _teacher("set_agents")(exercise, allowed, teacher_password, request=request)
 
 
-ENDPOINTS = (share, open_share, exercises, submit, leaderboard, announcement, board_name, agent_token, agent_tokens,
+ENDPOINTS = (share, open_share, exercises, submit, check, leaderboard, announcement, board_name, agent_token, agent_tokens,
              agent_token_revoke, teacher_submissions, teacher_open, teacher_export, teacher_export_code,
              teacher_grades, teacher_reset, teacher_undo_reset, teacher_roster, teacher_roster_preview,
              teacher_students, teacher_remove, teacher_new_password, teacher_flag, teacher_unflag, teacher_announce,
              teacher_extend, teacher_similarity, teacher_progress, teacher_rerun, teacher_agents)
-ENGINE_ENDPOINTS = (submit, teacher_rerun)  # they run jobs
+ENGINE_ENDPOINTS = (submit, check, teacher_rerun)  # they run jobs
 QUERY_KEYS = ("rerun",)  # the page's address keys this section reads (a board's re-run link: ?rerun=ID)
 
 
@@ -381,8 +388,12 @@ def submission_html(answer: dict, sent: dict | None = None) -> str:
     if not answer.get("ok"):
         err = answer.get("error") or {}
         line = f" (line {err['line']})" if err.get("line") else ""
-        return (f'<div class="pg-status fail" id="pg-submit-answer"><b>Not accepted</b>{_esc(line)}: '
+        return (f'<div class="pg-status fail" id="pg-submit-answer"><b>'
+                f'{"Check failed" if answer.get("checked") else "Not accepted"}</b>{_esc(line)}: '
                 f'{_esc(err.get("message"))}{with_params}{checks}</div>')
+    if answer.get("checked"):
+        return (f'<div class="pg-status ok" id="pg-submit-answer"><b>Checked</b>: {_esc(answer.get("message"))}.'
+                f'{with_params}{checks}</div>')
     speed = (f", {answer['speedup']:.2f}× {_esc(answer['baseline'])}" if answer.get("speedup") else "")
     sol = (f", {answer['sol_percent']:.0f}% of the speed of light on {_esc(answer.get('gpu') or 'its GPU')}"
            if answer.get("sol_percent") else "")
@@ -660,8 +671,11 @@ class ClassSection:
                                              elem_id="pg-exercise-starter")
             self.statement = gr.Markdown("Pick an exercise to see what to write.", elem_id="pg-exercise-statement")
             with gr.Row():
-                gr.HTML('<div class="pg-params-note">Submit sends the editor\'s text with the tile parameters set in '
-                        'the controls (those left at auto: your factory\'s own defaults).</div>')
+                gr.HTML('<div class="pg-params-note">Check grades the editor\'s text on the visible shapes and the '
+                        'timed one, and keeps nothing; Submit grades it on the hidden shapes too and puts it on the '
+                        'board. Both send the tile parameters set in the controls (those left at auto: your '
+                        'factory\'s own defaults).</div>')
+                self.check_btn = gr.Button("Check", scale=0, min_width=100, elem_id="pg-check")
                 self.submit_btn = gr.Button("Submit", variant="primary", scale=0, min_width=120, elem_id="pg-submit")
             self.submit_answer = gr.HTML("", elem_id="pg-submit-out")
 
@@ -936,16 +950,28 @@ class ClassSection:
                                page.everything | {self.kept_draft}, cancels=page.jobs, show_progress_on=[page.status],
                                **engine)  # a late answer of the kernel before must not land on it
 
-        def on_submit(data: dict, request: gr.Request, progress=gr.Progress()):
-            name = data[self.exercise]
-
+        def reporter(progress):
             def report(what, fraction):
                 try:
                     progress(None if fraction is None else float(fraction), desc=str(what))
                 except Exception:
                     pass
+            return report
+
+        def on_check(data: dict, request: gr.Request, progress=gr.Progress()):
             sent, out = self._controls_of(data, request)
-            answer = classroom().submit(user_of(request), name, data[page.editor] or "", sent, report)
+            answer = classroom().check(user_of(request), data[self.exercise], data[page.editor] or "", sent,
+                                       reporter(progress))
+            out[self.submit_answer] = submission_html(answer, sent)
+            return out
+        self.check_btn.click(on_check, page.setup | {self.exercise},
+                             {self.submit_answer, *page.own_kernel.outputs()}, show_progress_on=[self.submit_answer],
+                             **engine)
+
+        def on_submit(data: dict, request: gr.Request, progress=gr.Progress()):
+            name = data[self.exercise]
+            sent, out = self._controls_of(data, request)
+            answer = classroom().submit(user_of(request), name, data[page.editor] or "", sent, reporter(progress))
             out[self.submit_answer] = submission_html(answer, sent)
             board = classroom().leaderboard(name, user_of(request)) if name else {}
             if board.get("ok"):

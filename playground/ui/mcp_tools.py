@@ -5,7 +5,7 @@ Gradio serves MCP for an app launched with mcp_server=True (serve() does): strea
 only the tools here are offered (expose), each a thin call of what the page's own endpoints call (api.call, the
 class's Classroom), with typed arguments and a description an agent reads:
 
-    list_kernels, list_exercises, describe, compile, run, tune, profile, memcheck, lowering, share, submit,
+    list_kernels, list_exercises, describe, compile, run, tune, profile, memcheck, lowering, share, check, submit,
     leaderboard
 
 Each answers the engine's JSON as text. Long texts are cut so that an agent's context is not flooded: the CUDA
@@ -373,6 +373,25 @@ def submit(exercise: str, source: str, params: dict | None = None, request: gr.R
     return _json(cls.classroom().submit(who["student"], exercise, source, params, agent=who["agent"]))
 
 
+def check(exercise: str, source: str, params: dict | None = None, request: gr.Request = None) -> str:
+    """Check a solution of an exercise before submitting it: graded as a submission is (fresh inputs, verified,
+    timed, verified again), on the exercise's visible shapes and its timed one only, and kept nowhere: no board, no
+    attempt. Needs a GPU server and a token; refused where the teacher forbids agents on the exercise.
+
+    Args:
+        exercise: the exercise's name, e.g. "tiled_gemm"
+        source: the file defining the exercise's factory
+        params: tile parameters only, as for submit
+    Returns:
+        JSON: {"ok", "checked": true, "median_ms", "speedup", "checks", "message"} or {"ok": false, "error"}
+    """
+    who, refused = caller(request)
+    if refused:
+        return _json(refused)
+    _noted(who, "check", str(exercise))
+    return _json(cls.classroom().check(who["student"], exercise, source, params, agent=who["agent"]))
+
+
 def leaderboard(exercise: str, who: Who = "all", request: gr.Request = None) -> str:
     """An exercise's board: per student their best accepted submission, and apart from it their agents' best
     (kind "agent", with the token's name), ranked by the share of the speed of light on the GPU it ran on, then
@@ -391,8 +410,8 @@ def leaderboard(exercise: str, who: Who = "all", request: gr.Request = None) -> 
     return _json(cls.classroom().leaderboard(exercise, calling["student"], who=who))
 
 
-TOOLS = (list_kernels, list_exercises, describe, compile, run, tune, profile, memcheck, lowering, share, submit,
-         leaderboard)
+TOOLS = (list_kernels, list_exercises, describe, compile, run, tune, profile, memcheck, lowering, share, check,
+         submit, leaderboard)
 
 
 # -- in the app ------------------------------------------------------------------------------------------------------
