@@ -390,3 +390,24 @@ def test_a_share_link_of_a_kernel_of_ones_own_opens_it_as_ones_own(server):
     assert out[page.kernel] == OWN and out[page.editor] == source
     assert out[page.draft]["kernel"] == OWN and out[page.draft]["source"] == source  # the browser keeps it so
     assert out[page.draft]["values"]["M"] == "256"
+
+
+def test_a_file_pasted_over_ones_own_kernel_gets_its_controls_without_a_compile(server):
+    from test_user_kernels import ELEMENTWISE
+    from playground.ui import own_kernel
+    from playground.ui.layout import Page
+    template = own_kernel.template_source()
+    assert own_kernel.mostly_new(template, ELEMENTWISE) and not own_kernel.mostly_new(template, template + "# x\n")
+    page = Page()
+    page.build()
+    section = page.own_kernel
+    data = {c: None for c in page.setup} | {page.kernel: own_kernel.OWN, page.editor: template}
+    section.refresh(data, "paster", fresh=True)  # the template's controls, as New kernel left them
+    assert (data[section.own] or {}).get("source") == template
+    typed = section.on_replaced_text({**data, page.editor: template.replace("def ", "def  ", 1)}, None)
+    assert typed == {}, "an edit of a few lines waits for the next compile"
+    pasted = section.on_replaced_text({**data, page.editor: ELEMENTWISE}, None)
+    assert "elementwise_add" in pasted[page.status], pasted.get(page.status)
+    labels = [u.get("label") for slot in page.p_slots + page.t_slots if isinstance(u := pasted.get(slot), dict)
+              and u.get("visible")]
+    assert any(label and label.startswith("block_M") for label in labels), labels

@@ -42,6 +42,14 @@ def starting_source(start: str | None) -> str:
     return gateway.original_source(start)
 
 
+def mostly_new(before: str, after: str) -> bool:
+    """Does `after` share fewer than half its distinct non-blank lines with `before` (a file pasted in, not an edit)?
+    Lines as sets: cheap at any length, and blind to a line moved."""
+    old = {line.strip() for line in before.splitlines() if line.strip()}
+    new = {line.strip() for line in after.splitlines() if line.strip()}
+    return bool(new) and len(new & old) * 2 < len(new)
+
+
 def start_choices(names: list[str]) -> list[tuple[str, str]]:
     return [("template: GEMM + ReLU", TEMPLATE)] + [(f"copy of {n}", n) for n in names]
 
@@ -307,6 +315,23 @@ class OwnKernel:
         out[page.share] = ""
         return out
 
+    def on_replaced_text(self, data: dict, request) -> dict:
+        """An edit of one's own kernel that replaced most of its text (a file pasted over the template): its
+        controls read again now, not at the next Compile, so they are the pasted file's while the user sets them.
+        A smaller edit changes nothing here (the controls are read again before every engine action anyway)."""
+        page = self.page
+        if not self.is_own(data):
+            return {}
+        source, described = data.get(page.editor) or "", (data.get(self.own) or {}).get("source")
+        if described is None or not mostly_new(described, source):
+            return {}
+        d, out = self.refresh(data, session_of(request))
+        if d.get("ok"):
+            out[page.status] = (f'<div class="pg-status idle">Read the parameters of the new text: '
+                                f'{views.esc(d.get("name") or "")}, {len(d.get("parameters") or [])} argument(s).'
+                                "</div>")
+        return out
+
     def on_select(self, data: dict, request) -> dict:
         """The kernel dropdown set to "my kernel" (or Reset while it is): the editor's own text if it holds one,
         else the one kept when switching away, else the template."""
@@ -404,6 +429,13 @@ class OwnKernel:
         self.read_btn.click(read_params, page.setup,
                             self.outputs() | {page.error_box, page.log_acc, page.log, page.error_line}, **engine_kw)
         self.entry.input(pick, page.setup, self.outputs(), **engine_kw)
+
+        def replaced_text(data: dict, request: gr.Request):
+            # (nothing to change is said with one output left as it is: an empty dict would be read as one value)
+            return self.on_replaced_text(data, request) or {page.status: gr.skip()}
+        # (no progress drawn: a small edit answers nothing, and the status line is the typist's)
+        page.editor.input(replaced_text, page.setup, self.outputs(), trigger_mode="always_last",
+                          **{**engine_kw, "show_progress": "hidden"})
 
     def outputs(self) -> set:
         """What reading the source's parameters may change."""
