@@ -147,7 +147,7 @@ def test_pick_edit_compile_and_see_cuda_and_resources(page, url):
     page.evaluate("() => { document.querySelector('#pg-editor .cm-scroller').scrollTop = 0; }")
     page.locator("#pg-editor .cm-line").first.click()
     note = page.wait_for_selector("#pg-cuda .pg-nomap").inner_text()
-    assert "Line 1 made no CUDA" in note and "comes from gemm_hopper.py" in note, note
+    assert "Line 1 made no CUDA" in note and "comes also from gemm_hopper.py" in note, note
 
     # The cursor on a source line in the editor marks the CUDA generated from it (client-side, no request).
     # (the editor draws only the lines near its viewport: scroll to the line of the shipped schedule's kernel, whose

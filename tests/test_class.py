@@ -174,8 +174,9 @@ def test_submit_checks_who_what_and_whether_there_is_a_gpu(tmp_path):
 
 
 def test_a_check_grades_the_public_shapes_only_keeps_nothing_and_names_them_in_the_exercises_terms(tmp_path):
-    # The jobs' side, answered here: the build of the public problems, and a grade that fails at the second
-    # problem it was given (N = 1000). What the jobs were sent and what the student is told are what is checked.
+    # The jobs' side, answered here: the build of the public problems, and a grade that fails at the last problem
+    # it was given (the timed one, N = 67108864, which is the exercise's last problem too, after the hidden ones).
+    # What the jobs were sent and what the student is told are what is checked.
     ex = cls.load_exercises()["vector_add"]
     sent = []
 
@@ -183,22 +184,30 @@ def test_a_check_grades_the_public_shapes_only_keeps_nothing_and_names_them_in_t
         sent.append((action, params["problems"]))
         if action == "build_submission":
             return {"ok": True, "tir": ["(tir)"] * len(params["problems"])}
-        verification = [{"problem": i, "passed": i != 1, "rel_error": 0.0 if i != 1 else 1.0,
-                         "message": "ok" if i != 1 else "wrong result"} for i in range(len(params["problems"]))]
-        return {"ok": False, "verification": verification, "failed_problem": 1,
+        last = len(params["problems"]) - 1
+        verification = [{"problem": i, "passed": i != last, "rel_error": 0.0 if i != last else 1.0,
+                         "message": "ok" if i != last else "wrong result"} for i in range(len(params["problems"]))]
+        return {"ok": False, "verification": verification, "failed_problem": last,
                 "error": {"stage": "verify", "message": "max error 1.0", "line": None, "log": ""}}
     room = cls.Classroom(Settings(data_dir=tmp_path), run_job=jobs, has_gpu=lambda: True)
     answer = room.check("Ada", "vector_add", ex.starter, {})
     public = [dict(p) for p in ex.visible] + [dict(ex.timed)]
     assert [problems for _, problems in sent] == [public, public], "no hidden shape is built or graded"
     assert not answer["ok"] and answer["checked"] and answer["error"]["stage"] == "verify"
-    assert answer["error"]["message"].startswith("the check failed (at N=1000)"), answer
+    assert answer["error"]["message"].startswith(f"the check failed (at {cls_label(ex.timed)})"), answer
+    assert not answer["hidden"], "the timed shape is no hidden one"
     assert [c["problem"] for c in answer["checks"]] == [cls_label(p) for p in public]
-    assert [c["passed"] for c in answer["checks"]] == [True, False, True]
+    assert [c["passed"] for c in answer["checks"]] == [True, True, False]
     assert room.store.submissions() == [] and room.leaderboard("vector_add")["rows"] == []  # nothing kept
-    assert room.check(None, "vector_add", ex.starter, {})["error"]["stage"] == "permission"
-    assert cls.Classroom(Settings(data_dir=tmp_path / "b"), has_gpu=lambda: False).check(
-        "Ada", "vector_add", ex.starter, {})["error"]["stage"] == "device"
+    # a check never holds a submission up (nor the other way round): each kind is one at a time on its own
+    with room._one_grading("Ada", "check"):
+        assert room.check("Ada", "vector_add", ex.starter, {})["error"]["stage"] == "busy"
+        assert room.submit("Ada", "vector_add", ex.starter, {})["error"]["stage"] == "verify"
+    refused = room.check(None, "vector_add", ex.starter, {})
+    assert refused["error"]["stage"] == "permission" and refused["checked"], "every answer says it was a check"
+    no_gpu = cls.Classroom(Settings(data_dir=tmp_path / "b"), has_gpu=lambda: False).check(
+        "Ada", "vector_add", ex.starter, {})
+    assert no_gpu["error"]["stage"] == "device" and "cannot check a solution" in no_gpu["error"]["message"]
 
 
 def cls_label(problem: dict) -> str:

@@ -194,7 +194,8 @@ def test_a_name_on_the_boards_mixing_alphabets_to_look_like_another_is_refused()
     for look_alike in ("Grace Hopp\u0435r", "Te\u0430cher", "\u03a4eacher"):  # Cyrillic е, а; a Greek capital tau
         shown, why = check_alias(look_alike, "Ada", {"Ada", "Grace Hopper"})
         assert shown is None and "one alphabet" in why, look_alike
-    for own in ("Zoë Müller", "Łukasz", "Иван Петров", "山田 はなこ", "김 민준", "Ada 2"):  # one alphabet each
+    for own in ("Zoë Müller", "Łukasz", "Иван Петров", "山田 はなこ", "김 민준", "Ada 2", "佐々木 花子", "Kaʻiulani",
+                "ﾔﾏﾀﾞ 太郎"):  # one alphabet each (々 and the ʻokina are modifier letters; half-width kana)
         assert check_alias(own, "Ada", {"Ada", "Grace Hopper"}) == (own, None)
 
 

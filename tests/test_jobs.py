@@ -146,6 +146,20 @@ def test_one_session_cannot_fill_the_queue():
     assert started.count("greedy") == 2 and "polite" in started
 
 
+def test_waiting_for_anothers_compile_counts_against_the_student_but_not_the_queue():
+    sched = Scheduler(1, [], Settings(session_inflight=1, queue_limit=0))  # a full queue: nothing more may wait
+    with pytest.raises(Busy, match="server is busy"):
+        with sched.slot("cpu", "ada", lambda *_: None):
+            pass
+    with sched.waiting_in_place("ada"):  # waits in no queue, so a full one does not turn it away ...
+        with pytest.raises(Busy, match="already have 1 jobs"):
+            with sched.waiting_in_place("ada"):  # ... but it is one of Ada's jobs in flight
+                pass
+        with sched.waiting_in_place("anon"):  # (the pre-warm's, counted against no one)
+            pass
+    assert sched.inflight["ada"] == 0
+
+
 def test_a_freed_slot_goes_to_the_waiting_student_with_fewest_jobs_running_then_in_turn():
     # Two CPU slots: the greedy student holds both and waits with a third; a classmate comes after it.
     sched = Scheduler(2, [0])

@@ -306,8 +306,9 @@ def test_an_agents_check_is_graded_as_its_users_and_kept_nowhere(class_server):
     made = ada.predict("ada's checker", api_name="/agent_token")
     answer = with_mcp(class_server.url, made["token"], tool("check", exercise="vector_add", source=WRONG_VECTOR_ADD,
                                                             params={"block_N": 512}))
-    # without a GPU the server says it has none; on one, the wrong sums at a visible shape
+    # without a GPU the server says it has none; on one, the wrong sums at a visible shape: either way, a check's
     assert not answer["ok"] and answer["error"]["stage"] in ("device", "verify"), answer["error"]
+    assert answer["checked"] is True, "the tool checks; it does not submit"
     teacher = page_login(class_server.url, "teacher", TEACHER_PW)
     assert [r for r in teacher.predict("vector_add", "", api_name="/teacher_submissions")["rows"]
             if r["student"] == "Ada"] == [], "a check is no submission"

@@ -377,7 +377,8 @@ def test_a_share_link_of_a_kernel_of_ones_own_opens_it_as_ones_own(server):
     from playground.ui.layout import Page
     from playground.ui.own_kernel import OWN, template_source
     source = template_source().replace('"""', '"""Shared from a kernel of my own.\n', 1)
-    made = classroom.classroom().share(OWN, source, {"M": 256, "N": 256, "K": 256, "dtype": "float16"})
+    made = classroom.classroom().share(OWN, source, {"M": 256, "N": 256, "K": 256, "dtype": "float16",
+                                                     "arch": "sm_90a"})
     assert made["ok"], made
     page = Page()
     page.build()
@@ -390,6 +391,7 @@ def test_a_share_link_of_a_kernel_of_ones_own_opens_it_as_ones_own(server):
     assert out[page.kernel] == OWN and out[page.editor] == source
     assert out[page.draft]["kernel"] == OWN and out[page.draft]["source"] == source  # the browser keeps it so
     assert out[page.draft]["values"]["M"] == "256"
+    assert out[page.arch] == "sm_90a" and out[page.draft]["arch"] == "sm_90a", "the link's target too"
 
 
 def test_a_file_pasted_over_ones_own_kernel_gets_its_controls_without_a_compile(server):

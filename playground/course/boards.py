@@ -33,17 +33,21 @@ def check_alias(alias, student: str, others: set[str]) -> tuple[str | None, str 
     return text, None
 
 
-# Scripts written together in one language's names: Japanese mixes kanji and kana, Korean hangul and hanja.
-_SCRIPT_OF = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "CJK": "CJK", "KATAKANA-HIRAGANA": "CJK"}
+# Names of letters written together in one language's names: Japanese mixes kanji (CJK, and IDEOGRAPHIC marks such
+# as 々) with kana, half-width kana included; Korean, hangul with hanja.
+_SCRIPT_OF = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "CJK": "CJK", "KATAKANA-HIRAGANA": "CJK",
+              "IDEOGRAPHIC": "CJK", "HALFWIDTH": "CJK"}
 
 
 def scripts(text: str) -> set[str]:
     """The alphabets of the letters of `text`, by the first word of each letter's Unicode name (LATIN, CYRILLIC,
     GREEK, ...; the East Asian ones as one): a name of more than one can pass for another name (Unicode TR39's
-    mixed-script look-alikes)."""
+    mixed-script look-alikes). Modifier letters (the Hawaiian ʻokina, 々) belong to no alphabet, and the text is
+    read in NFKC form (µ, the micro sign, is the Greek μ). A name in one alphabet that looks like a Latin one
+    ("Сосо" in Cyrillic beside "Coco") is not caught here."""
     found = set()
-    for c in text:
-        if c.isalpha():
+    for c in unicodedata.normalize("NFKC", text):
+        if c.isalpha() and unicodedata.category(c) != "Lm":
             first = unicodedata.name(c, "UNKNOWN").split(" ")[0]
             found.add(_SCRIPT_OF.get(first, first))
     return found

@@ -76,8 +76,8 @@ class Classroom:
         self.exercises_dir = Path(exercises_dir)
         self.class_password = class_password if class_password is not None else self.settings.password
         self.clock = clock
-        self._submitting: set[str] = set()
-        self._submitting_lock = threading.Lock()
+        self._grading: dict[str, set[str]] = {"submission": set(), "check": set()}  # students with one being graded
+        self._grading_lock = threading.Lock()
         self.gate = TeacherGate(self.settings.teacher_password, self.settings.user_header, log)
         self._shares = Recent(self.SHARE_WINDOW)  # who made new share links (and from where)
         self._late = Recent(self.LATE_WINDOW)  # submissions recorded after an exercise closed, per student
@@ -203,18 +203,16 @@ class Classroom:
             return None
 
     def submit(self, student: str | None, exercise: str, source: str, params: dict | None,
-               on_progress=None, agent: dict | None = None) -> dict:
+               on_progress=None, agent: dict | None = None, address: str | None = None) -> dict:
         """Verify (visible and hidden problems, fresh inputs), time, verify again; record; answer. A submission
         after the exercise's deadline and late window (the student's own, where the teacher moved it) is refused
         before anything runs, and kept for the teacher. `agent`: the token an agent submits with (agent_of's
         answer): the submission is the student's, marked as their agent's, and refused where the exercise takes no
-        agents; it waits for the student's own (one submission of a student's at a time)."""
-        ex, tile, refused = self._solution(student, exercise, source, params, "submitting")
+        agents; it waits for the student's own (one submission of a student's at a time).
+        `address`: the client's, which the job queue counts too where one person may log in under any name."""
+        ex, tile, refused = self._solution(student, exercise, source, params, "submit", agent)
         if refused is not None:
             return refused
-        if agent and not self.agents_allowed(ex):
-            return error("permission", f"{ex.title} takes no agents' submissions: the teacher has forbidden them "
-                                       "(submit it yourself, on the page)")
         self.seen(student)
         extension = self.extension_of(ex, student)
         standing = ex.standing(self.clock(), extension)
@@ -222,10 +220,10 @@ class Classroom:
             return self._closed(student, ex, source, tile, extension, agent)
         if not self.has_gpu():
             return error("device", submitting.NO_GPU)
-        with self._one_grading(student) as busy:
+        with self._one_grading(student, "submission") as busy:
             if busy is not None:
                 return busy
-            answer = self._grade(student, ex, source, tile, on_progress)
+            answer = self._grade(student, ex, source, tile, on_progress, address=address)
             answer = self._record(student, ex, source, tile, answer, late=standing == "late", agent=agent)
             if answer.get("ok"):
                 board = self.store.leaderboard(ex.name)
@@ -234,39 +232,40 @@ class Classroom:
             return answer
 
     def check(self, student: str | None, exercise: str, source: str, params: dict | None,
-              on_progress=None, agent: dict | None = None) -> dict:
+              on_progress=None, agent: dict | None = None, address: str | None = None) -> dict:
         """A submission's grading on the exercise's public problems only (the visible shapes and the timed one),
         kept nowhere: no board, no attempt, no deadline. The student learns whether their kernel is right where
         they can see the shapes, and its time at the timed one, before they submit. An agent's check is refused
-        where the exercise takes no agents, as its submission would be."""
-        ex, tile, refused = self._solution(student, exercise, source, params, "checking")
+        where the exercise takes no agents, as its submission would be. One check of a student's at a time, apart
+        from their submissions: a check never holds a submission up. Every answer says `"checked": true`."""
+        return {**self._check(student, exercise, source, params, on_progress, agent, address), "checked": True}
+
+    def _check(self, student, exercise, source, params, on_progress, agent, address) -> dict:
+        ex, tile, refused = self._solution(student, exercise, source, params, "check", agent)
         if refused is not None:
             return refused
-        if agent and not self.agents_allowed(ex):
-            return error("permission", f"{ex.title} takes no agents: the teacher has forbidden them (check it "
-                                       "yourself, on the page)")
         self.seen(student)
         if not self.has_gpu():
-            return error("device", submitting.NO_GPU)
-        with self._one_grading(student) as busy:
+            return error("device", submitting.NO_GPU_TO_CHECK)
+        log.info("%s checks %s%s", student, ex.name, f" (agent #{agent['id']})" if agent else "")
+        with self._one_grading(student, "check") as busy:
             if busy is not None:
                 return busy
-            answer = self._grade(student, ex, source, tile, on_progress, public_only=True)
+            answer = self._grade(student, ex, source, tile, on_progress, public_only=True, address=address)
         answer.pop("unrecorded", None)
         answer.pop("times", None)
-        answer["checked"] = True  # (not a submission: nothing of it is kept)
         if answer.get("ok"):
             answer["message"] = (f"right on the {len(ex.visible)} visible shape{'' if len(ex.visible) == 1 else 's'}"
-                                 f" and at {label(ex.timed)}: {answer['median_ms']:.4f} ms there. Nothing is kept: "
-                                 "Submit checks the hidden shapes too and puts it on the board")
+                                 f" and at {label(ex.timed)}: {answer['median_ms']:.4f} ms there. No submission is "
+                                 "kept: Submit checks the hidden shapes too and puts it on the board")
         return answer
 
-    def _solution(self, student: str | None, exercise: str, source: str, params: dict | None,
-                  doing: str) -> tuple[Exercise | None, dict | None, dict | None]:
-        """(the exercise, the tile parameters, None) for a solution sent to submit or check, or (None, None, why
-        not)."""
+    def _solution(self, student: str | None, exercise: str, source: str, params: dict | None, verb: str,
+                  agent: dict | None) -> tuple[Exercise | None, dict | None, dict | None]:
+        """(the exercise, the tile parameters, None) for a solution sent to `verb` ("submit", "check") by the
+        student or their `agent`, or (None, None, why not)."""
         if not student:
-            return None, None, error("permission", f"{doing} needs to know who you are, and this server has no "
+            return None, None, error("permission", f"only a logged-in student may {verb}, and this server has no "
                                                    "login: the teacher sets a class password or imports a roster "
                                                    "(README, Teaching a class)")
         ex = self.exercises_by_name().get(str(exercise or ""))
@@ -287,21 +286,27 @@ class Classroom:
         tile, bad = submitting.tile_params(ex, params)
         if bad:
             return None, None, error("parameters", bad)
+        if agent and not self.agents_allowed(ex):
+            return None, None, error("permission", f"{ex.title} takes no agents: the teacher has forbidden them "
+                                                   f"({verb} it yourself, on the page)")
         return ex, tile, None
 
     @contextlib.contextmanager
-    def _one_grading(self, student: str):
-        """One grading of a student's at a time (a submission or a check): yields None, or the refusal to answer."""
-        with self._submitting_lock:
-            if student in self._submitting:
-                yield error("busy", "your previous submission or check is still being graded: wait for its answer")
-                return
-            self._submitting.add(student)
+    def _one_grading(self, student: str, kind: str):
+        """One grading of each `kind` ("submission", "check") of a student's at a time: yields None, or the refusal
+        to answer."""
+        with self._grading_lock:
+            busy = student in self._grading[kind]
+            if not busy:
+                self._grading[kind].add(student)
+        if busy:
+            yield error("busy", f"your previous {kind} is still being graded: wait for its answer")
+            return
         try:
             yield None
         finally:
-            with self._submitting_lock:
-                self._submitting.discard(student)
+            with self._grading_lock:
+                self._grading[kind].discard(student)
 
     def _closed(self, student: str, ex: Exercise, source: str, tile: dict, extension: float | None,
                 agent: dict | None = None) -> dict:
@@ -315,13 +320,17 @@ class Classroom:
         return answer
 
     def _grade(self, student: str, ex: Exercise, source: str, tile: dict, on_progress,
-               public_only: bool = False) -> dict:
+               public_only: bool = False, address: str | None = None) -> dict:
         """Build and grade: the answer (accepted with its time, GPU and record, or the refusal), nothing kept.
-        `public_only`: the visible problems and the timed one, no hidden one (a check)."""
+        `public_only`: the visible problems and the timed one, no hidden one (a check). The jobs count against the
+        student, and where one person may log in under any name (the class password), against `address` too."""
         which = [i for i in range(len(ex.problems)) if not (public_only and ex.kind(i) == "hidden")]
         problems = [ex.problems[i] for i in which]  # (the timed problem is the last, of these as of all)
         timed = len(problems) - 1
         session = f"student:{student}"
+        if address and self.names_are_free():
+            from playground.jobs.queue import Student  # (the job layer's key for a student and their address)
+            session = Student(session, address)
         # Two build jobs: the public problems (visible and timed), then the hidden ones. The student's code that
         # builds a public problem never sees a hidden size, so nothing it says (an exception's message, a printed
         # line, a TIR shaped to fail with a message) can carry one back. The hidden job's failures are told as
@@ -725,11 +734,11 @@ class Classroom:
     def login_message(self) -> str:
         """The login page's line (serve() sets it again after each roster import)."""
         if self.has_roster():
-            return ("TileLang Playground: a roster is in force. Log in with your name as your teacher wrote it and "
-                    "your own password, the one your teacher gave you (not the class password, which no longer "
-                    "works). The teacher: 'teacher'.")
-        return ("TileLang Playground: your name and the class password, or your own password once your teacher has "
-                "given you one (the teacher: 'teacher').")
+            return ("TileLang Playground: a roster is in force. Log in with your name as your teacher wrote it (one "
+                    "plain space between words) and your own password, the one your teacher gave you (not the "
+                    "class password, which no longer works). The teacher: 'teacher'.")
+        return ("TileLang Playground: your name (one plain space between words) and the class password, or your own "
+                "password once your teacher has given you one (the teacher: 'teacher').")
 
     # -- the teacher's view -------------------------------------------------------------------------------------------
     TEACHER_TRIES, TEACHER_WINDOW = TeacherGate.TRIES, TeacherGate.WINDOW

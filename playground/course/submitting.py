@@ -14,6 +14,8 @@ BUILD_TIMEOUT = 240.0   # seconds: the student's factory, once per problem (no c
 GRADE_TIMEOUT = 600.0   # seconds: compile every problem's kernel, verify, time, verify again
 NO_GPU = ("This server has no GPU, so it cannot take submissions: each one is verified and timed on a GPU. "
           "Compile works here; submit on the class's GPU server.")
+NO_GPU_TO_CHECK = ("This server has no GPU, so it cannot check a solution: a check is verified and timed on a GPU. "
+                   "Compile works here; check it on the class's GPU server.")
 # What of the grade job's measurement record a submission keeps (all of it is the grader's, none the student's).
 RECORD_KEYS = ("name", "capability", "multiprocessors", "memory_gib", "driver", "torch", "cuda", "tilelang",
                "clocks_mhz", "temperature_c", "power_w", "throttle_reasons", "ceilings", "measured_at")

@@ -145,10 +145,12 @@ class Scheduler:
         tokens, last = self.buckets[key]
         self.buckets[key] = (tokens + 1, last)
 
-    def _admit(self, kind: str, session: str, address: str | None) -> None:
+    def _admit(self, kind: str, session: str, address: str | None, queued: bool = True) -> None:
+        """Raise Busy where a job of `session` may not start now; `queued`: it will wait in `kind`'s queue (else it
+        takes no place there, and only the student's and their address's limits count)."""
         res = self.resources[kind]
         waiting = sum(len(r.waiting) for r in self.resources.values())
-        if waiting >= self.queue_limit:
+        if queued and waiting >= self.queue_limit:
             raise Busy(f"the server is busy ({waiting} jobs waiting)", res.eta(len(res.waiting)))
         if session != ANONYMOUS:
             if self.inflight[session] >= self.session_inflight:
@@ -183,10 +185,12 @@ class Scheduler:
         """Count a request that waits, without a slot, for another request's job to answer it (the same compile,
         jobs/runner.py) as one of its student's jobs in flight, admitted like one (the student's cap, their bucket):
         otherwise one student could park any number of requests behind one slow compile of their own, each holding
-        a place in the page's queue, while the cap saw one job. Raises Busy when turned away."""
+        a place in the page's queue, while the cap saw one job. It takes no place in the queue, so a full queue does
+        not turn it away (a class opening one kernel at a busy moment waits for that kernel's one compile).
+        Raises Busy when turned away."""
         counted = self._counted(session)
         with self.cond:
-            self._admit("cpu", session, getattr(session, "address", None))
+            self._admit("cpu", session, getattr(session, "address", None), queued=False)
             for key in counted:
                 self.inflight[key] += 1
         try:

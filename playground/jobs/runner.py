@@ -273,7 +273,10 @@ STOPPED_WAITING = "stopped by you before it started"
 
 
 def busy_error(busy: Busy) -> StageError:
+    """A refusal of the queue's, as the page shows it: what is full, and when to try again."""
     return StageError("busy", f"{busy}: try again in {max(1, round(busy.retry_after))} s")
+
+
 BACKGROUND_TIME = 4  # a background compile's time limit, in compile limits: it runs niced, on the CPU left over
 
 

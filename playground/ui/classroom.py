@@ -135,13 +135,13 @@ def exercises(request: gr.Request = None) -> list[dict]:
 def submit(exercise: str, source: str, params: dict | None = None, request: gr.Request = None) -> dict:
     """Grade a solution: verified on the visible and hidden shapes with fresh inputs, timed, verified again; on the
     board if accepted (needs a GPU server and a login; refused after the exercise's deadline and late window)."""
-    return classroom().submit(user_of(request), exercise, source, params)
+    return classroom().submit(user_of(request), exercise, source, params, address=client_address(request))
 
 
 def check(exercise: str, source: str, params: dict | None = None, request: gr.Request = None) -> dict:
     """Check a solution before submitting it: graded as a submission is, on the exercise's visible shapes and its
     timed one only, and kept nowhere (no board, no attempt). Needs a GPU server and a login."""
-    return classroom().check(user_of(request), exercise, source, params)
+    return classroom().check(user_of(request), exercise, source, params, address=client_address(request))
 
 
 def leaderboard(exercise: str, who: str = "all", request: gr.Request = None) -> dict:
@@ -293,8 +293,8 @@ def teacher_agents(exercise: str, allowed: bool | None = None, teacher_password:
     return _teacher("set_agents")(exercise, allowed, teacher_password, request=request)
 
 
-ENDPOINTS = (share, open_share, exercises, submit, check, leaderboard, announcement, board_name, agent_token, agent_tokens,
-             agent_token_revoke, teacher_submissions, teacher_open, teacher_export, teacher_export_code,
+ENDPOINTS = (share, open_share, exercises, submit, check, leaderboard, announcement, board_name, agent_token,
+             agent_tokens, agent_token_revoke, teacher_submissions, teacher_open, teacher_export, teacher_export_code,
              teacher_grades, teacher_reset, teacher_undo_reset, teacher_roster, teacher_roster_preview,
              teacher_students, teacher_remove, teacher_new_password, teacher_flag, teacher_unflag, teacher_announce,
              teacher_extend, teacher_similarity, teacher_progress, teacher_rerun, teacher_agents)
@@ -961,7 +961,7 @@ class ClassSection:
         def on_check(data: dict, request: gr.Request, progress=gr.Progress()):
             sent, out = self._controls_of(data, request)
             answer = classroom().check(user_of(request), data[self.exercise], data[page.editor] or "", sent,
-                                       reporter(progress))
+                                       reporter(progress), address=client_address(request))
             out[self.submit_answer] = submission_html(answer, sent)
             return out
         self.check_btn.click(on_check, page.setup | {self.exercise},
@@ -971,7 +971,8 @@ class ClassSection:
         def on_submit(data: dict, request: gr.Request, progress=gr.Progress()):
             name = data[self.exercise]
             sent, out = self._controls_of(data, request)
-            answer = classroom().submit(user_of(request), name, data[page.editor] or "", sent, reporter(progress))
+            answer = classroom().submit(user_of(request), name, data[page.editor] or "", sent, reporter(progress),
+                                        address=client_address(request))
             out[self.submit_answer] = submission_html(answer, sent)
             board = classroom().leaderboard(name, user_of(request)) if name else {}
             if board.get("ok"):
@@ -1157,7 +1158,7 @@ class ClassSection:
             on = sum(r["on_roster"] for r in answer["rows"])
             return (_status("ok", f"{on} on the roster, {len(answer['rows'])} names in all." if answer["roster"] else
                             f"No roster: {len(answer['rows'])} name{'' if len(answer['rows']) == 1 else 's'} "
-                            "seen at work with the class password (a compile or a run)."),
+                            "seen at work with the class password (a compile, a run, a check or a submission)."),
                     roster_frame(answer))
         self.roster_list_btn.click(roster_listed, self.teacher_pw, [self.teacher_note, self.roster_rows], **light)
 

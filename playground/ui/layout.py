@@ -432,7 +432,10 @@ class Page:
         """A share link of a kernel of one's own: its text in the editor as one's own kernel, its parameters read
         from it and the shared values set (what the browser held before is offered as a download: classroom's
         keep_draft)."""
+        arch = shared.get("arch") if shared.get("arch") in self.arch_choices else AUTO
+        data = {**data, self.arch: arch}  # (the link's target, as a shipped kernel's link sets it)
         out = self.own_kernel.on_load(shared, data, request)
+        out[self.arch] = arch
         if (data.get(self.own_kernel.own) or {}).get("source") is not None:  # (else: why it could not be read)
             said = classroom.summary_text(shared.get("summary"))
             text = (f"Opened the shared kernel ({shared['shared']}) as your own kernel" + (f"; {said}." if said else

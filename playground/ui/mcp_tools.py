@@ -370,7 +370,8 @@ def submit(exercise: str, source: str, params: dict | None = None, request: gr.R
     if refused:
         return _json(refused)
     _noted(who, "submit", str(exercise))
-    return _json(cls.classroom().submit(who["student"], exercise, source, params, agent=who["agent"]))
+    return _json(cls.classroom().submit(who["student"], exercise, source, params, agent=who["agent"],
+                                        address=client_address(request)))
 
 
 def check(exercise: str, source: str, params: dict | None = None, request: gr.Request = None) -> str:
@@ -389,7 +390,8 @@ def check(exercise: str, source: str, params: dict | None = None, request: gr.Re
     if refused:
         return _json(refused)
     _noted(who, "check", str(exercise))
-    return _json(cls.classroom().check(who["student"], exercise, source, params, agent=who["agent"]))
+    return _json(cls.classroom().check(who["student"], exercise, source, params, agent=who["agent"],
+                                       address=client_address(request)))
 
 
 def leaderboard(exercise: str, who: Who = "all", request: gr.Request = None) -> str:

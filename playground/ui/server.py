@@ -505,8 +505,9 @@ def refuse_uploads(app) -> None:
         for route in getattr(router, "routes", ()):
             yield route
             yield from routes(getattr(route, "original_router", None))
-    if not any(str(getattr(r, "path", "")).endswith("/upload") and "POST" in (getattr(r, "methods", None) or ())
-               for r in routes(app.router)):
+    # (Gradio's own route is in an included router, with its whole path: exactly the one refused)
+    if not any(str(getattr(r, "path", "")) == path and "POST" in (getattr(r, "methods", None) or ())
+               and getattr(r, "endpoint", None) is not refuse_upload for r in routes(app.router)):
         raise RuntimeError(f"Gradio's upload route was not found (POST {path}): refusing to start with an upload "
                            "route this server cannot close")
     if not any(getattr(r, "endpoint", None) is refuse_upload for r in app.router.routes):

@@ -302,7 +302,7 @@ HEAD = r"""
     if (!first && (mapped || modules.length)) {
       if (!note) { note = document.createElement("div"); note.className = "pg-nomap"; pane.prepend(note); }
       note.textContent = (a === b ? `Line ${a} made` : `Lines ${a}–${b} made`) + " no CUDA in this compile" +
-        (modules.length ? `: most of this kernel's CUDA comes from ${modules.join(", ")}, which the file imports. ` +
+        (modules.length ? `: this kernel's CUDA comes also from ${modules.join(", ")}, which the file imports. ` +
                           "Hover a CUDA line for the line it came from, or pick one under " +
                           "\u201cMark the CUDA of source line\u201d."
                         : " (a comment, or code this configuration does not build).");
