@@ -265,7 +265,8 @@ class Classroom:
         """(the exercise, the tile parameters, None) for a solution sent to `verb` ("submit", "check") by the
         student or their `agent`, or (None, None, why not)."""
         if not student:
-            return None, None, error("permission", f"only a logged-in student may {verb}, and this server has no "
+            doing = {"submit": "submitting", "check": "checking"}.get(verb, verb)
+            return None, None, error("permission", f"{doing} needs to know who you are, and this server has no "
                                                    "login: the teacher sets a class password or imports a roster "
                                                    "(README, Teaching a class)")
         ex = self.exercises_by_name().get(str(exercise or ""))
