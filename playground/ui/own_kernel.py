@@ -164,9 +164,15 @@ class OwnKernel:
         old_values = ctl.values_from_slots(old_c, [data.get(s) for s in page.p_slots],
                                            [data.get(s) for s in page.t_slots])
         kept = ctl.changed(old_c, old_values) if own.get("described") else {}
-        d = describe(source, data.get(self.entry) or own.get("entry"), session)
+        before = own.get("described") or {}
+        wanted = data.get(self.entry) or own.get("entry")
+        d = describe(source, wanted, session)
         if not d.get("ok"):
             return d, {}
+        if before.get("entry_needed") and wanted == before.get("name") and len(entries(d)) > 1:
+            # The kernel the page showed of several, read again: still the user's to pick (the note says so), not
+            # one they picked (on_entry reads afresh).
+            d = {**d, "entry_needed": True}
         c = controls(d)
         values = c.defaults()
         values.update({k: v for k, v in kept.items() if k in values})
