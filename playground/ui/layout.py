@@ -53,6 +53,12 @@ class SourceEditor(gr.Code):
         return value if isinstance(value, str) else super().postprocess(value)
 
 
+def opened_share_text(what: str, shared: dict) -> str:
+    """The status line of a page opened from a share link: "Opened <what>", the result it was shared with."""
+    said = classroom.summary_text(shared.get("summary"))
+    return f"Opened {what}" + (f"; {said}." if said else ".") + " Compile or Run to see it here."
+
+
 class Page:
     """The components of one page, and the handlers over them. `build` lays the page out in sections (toolbar,
     source column, code column, results), each a method, so a new element goes into the section it belongs to; the
@@ -417,9 +423,8 @@ class Page:
                 f"Restored your draft of {kernel}" + (" (edited)." if edited else ".") if restored_something else
                 views.READY)
         if shared:
-            said = classroom.summary_text(shared.get("summary"))
-            text = (f"Opened the shared {kernel} ({shared['shared']})" + (", edited" if edited else "")
-                    + (f"; {said}." if said else ".") + " Compile or Run to see it here.")
+            text = opened_share_text(f"the shared {kernel} ({shared['shared']})" + (", edited" if edited else ""),
+                                     shared)
         if notes:
             text += " " + "; ".join(notes) + "."
         status = f'<div class="pg-status {"fail" if notes else "idle"}">{views.esc(text)}</div>'
@@ -435,12 +440,8 @@ class Page:
         arch = shared.get("arch") if shared.get("arch") in self.arch_choices else AUTO
         data = {**data, self.arch: arch}  # (the link's target, as a shipped kernel's link sets it)
         out = self.own_kernel.on_load(shared, data, request)
-        out[self.arch] = arch
         if (data.get(self.own_kernel.own) or {}).get("source") is not None:  # (else: why it could not be read)
-            said = classroom.summary_text(shared.get("summary"))
-            text = (f"Opened the shared kernel ({shared['shared']}) as your own kernel" + (f"; {said}." if said else
-                                                                                           ".")
-                    + " Compile or Run to see it here.")
+            text = opened_share_text(f"the shared kernel ({shared['shared']}) as your own kernel", shared)
             out[self.status] = f'<div class="pg-status idle">{views.esc(text)}</div>'
         return out
 
