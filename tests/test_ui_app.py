@@ -169,6 +169,21 @@ def test_app_shuts_down_cleanly_when_stopped(how, tmp_path):
             app.wait()
 
 
+def test_a_keystroke_in_the_editor_waits_for_no_compile_and_holds_no_compiles_slot():
+    # Every handler of the editor's input ran in the engine's concurrency group once: with the class's compiles
+    # filling its slots, a student's typing queued behind them, and each keystroke took a compile's slot while it ran.
+    from playground.ui.layout import Page
+    page = Page()
+    demo = page.build()
+    on_typing = [f for f in demo.fns.values() if f.fn is not None
+                 and any(tuple(t) == (page.editor._id, "input") for t in f.targets)]
+    assert len(on_typing) >= 2, "the draft's handler and the own kernel's re-reading of a paste"
+    engine = [f.name for f in on_typing if f.concurrency_id == "engine"]
+    assert not engine, f"handlers of each keystroke in the engine's group: {engine}"
+    compile_fns = [f for f in demo.fns.values() if any(t[0] == page.compile_btn._id for t in f.targets)]
+    assert any(f.concurrency_id == "engine" for f in compile_fns), "the group this test tells apart is still there"
+
+
 def test_a_kernel_switch_is_one_event_that_reads_none_of_the_previous_kernels_controls():
     # `input` on a dropdown fired twice per choice, and a switch that read the previous kernel's controls had them
     # checked against the new kernel's choices ("Value: True is not in the list of choices"); the browser test walks

@@ -439,9 +439,12 @@ class OwnKernel:
         def replaced_text(data: dict, request: gr.Request):
             # (nothing to change is said with one output left as it is: an empty dict would be read as one value)
             return self.on_replaced_text(data, request) or {page.status: gr.skip()}
+        # Outside the engine's concurrency group, like the page's other handler of each edit: a keystroke must not
+        # wait for a classmate's compile, nor hold a compile's slot. Most edits answer from a comparison of lines; a
+        # paste's reading of the parameters is a job, and the job layer counts it against the student's limits.
         # (no progress drawn: a small edit answers nothing, and the status line is the typist's)
         page.editor.input(replaced_text, page.setup, self.outputs(), trigger_mode="always_last",
-                          **{**engine_kw, "show_progress": "hidden"})
+                          concurrency_limit=None, show_progress="hidden", api_visibility="private")
 
     def outputs(self) -> set:
         """What reading the source's parameters may change."""
