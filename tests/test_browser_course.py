@@ -262,7 +262,7 @@ def test_a_term_as_a_teacher_and_two_students(term):
     choose(teacher, teacher.locator("#pg-teacher-ex"), "vector_add", sends=False)
     set_textbox(teacher, "pg-extend-student", "Grace")
     set_textbox(teacher, "pg-extend-until", time.strftime("%Y-%m-%d %H:%M", time.gmtime(time.time() + 3600)))
-    assert "Grace: Due" in click_and_note(teacher, "#pg-extend")
+    assert "Grace's deadline of vector_add is now" in click_and_note(teacher, "#pg-extend")
     grace.reload(wait_until="domcontentloaded")
     grace.wait_for_selector("#pg-editor .cm-content")
     open_section(grace, "pg-exercise")

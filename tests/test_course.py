@@ -90,7 +90,7 @@ def test_a_submission_after_the_late_window_is_refused_kept_and_an_extension_reo
     assert [(s["student"], s["status"], s["params"]) for s in kept] == [("Ada", "refused", {"block_N": 2048})]
     assert room.extend("Ada", CLASS_PW, "vector_add", "Ada", "2027-01-15 10:00")["ok"] is False  # a student
     moved = room.extend("teacher", "", "vector_add", "Ada", "2027-01-15 10:00")
-    assert moved["ok"] and "Due 2027-01-15 10:00 UTC (moved for you)" in moved["message"]
+    assert moved["ok"] and "Ada's deadline of vector_add is now 2027-01-15 10:00 UTC" in moved["message"]
     assert room.submit("Ada", "vector_add", starter, {})["error"]["stage"] == "device"  # open again for her ...
     assert room.submit("Grace", "vector_add", starter, {})["error"]["stage"] == "deadline"  # ... and only her
     listed = {e["name"]: e for e in room.exercises("Ada")}["vector_add"]
@@ -101,6 +101,62 @@ def test_a_submission_after_the_late_window_is_refused_kept_and_an_extension_reo
     for _ in range(room.LATE + 5):
         assert room.submit("Grace", "vector_add", starter, {})["error"]["stage"] == "deadline"
     assert sum(s["student"] == "Grace" for s in room.store.submissions()) == room.LATE
+
+
+def test_a_deadline_moves_only_later_and_only_for_a_student_the_class_knows_and_can_be_put_back(tmp_path):
+    # A teacher's typo moved a deadline for nobody and said it worked; a date before the exercise's locked a student
+    # out of an open exercise ("closed at ... the deadline the teacher moved for you"); nothing took one back.
+    clock = [NOW - 3600]
+    room = room_for(tmp_path, "deadline = 2027-01-15T08:00:00Z\n", clock=lambda: clock[0], has_gpu=lambda: False)
+    starter = room.exercises_by_name()["vector_add"].starter
+    for who in ("Ada Lovelace", "José Núñez"):
+        room.submit(who, "vector_add", starter, {})  # (no GPU: refused, but their names are known now)
+    unknown = room.extend("teacher", "", "vector_add", "Nobody", "2027-01-16 10:00")
+    assert unknown["ok"] is False and "no student named 'Nobody'" in unknown["error"]["message"]
+    earlier = room.extend("teacher", "", "vector_add", "Ada Lovelace", "2027-01-14 10:00")
+    assert earlier["ok"] is False and "not after the exercise's deadline" in earlier["error"]["message"]
+    assert room.store.extensions("vector_add") == {}
+    by_hand = room.extend("teacher", "", "vector_add", "josé  NÚÑEZ", "2027-01-16 10:00")
+    assert by_hand["ok"] and by_hand["student"] == "José Núñez"
+    room.extend("teacher", "", "vector_add", "Ada Lovelace", "2027-01-17 10:00")
+    both = room.extend("teacher", "", "vector_add", "Ada Lovelace", "2027-01-18 10:00")
+    assert list(both["extensions"]) == ["Ada Lovelace", "José Núñez"]
+    assert "Ada Lovelace, 2027-01-18 10:00 UTC; José Núñez, 2027-01-16 10:00 UTC" in both["message"]
+    back = room.extend("teacher", "", "vector_add", "Ada Lovelace", "")
+    assert back["ok"] and "back on the exercise's deadline" in back["message"]
+    assert list(back["extensions"]) == ["José Núñez"]
+    clock[0] = NOW + 60
+    assert room.submit("Ada Lovelace", "vector_add", starter, {})["error"]["stage"] == "deadline"
+    assert room.submit("José Núñez", "vector_add", starter, {})["error"]["stage"] == "device"  # still open for him
+
+
+def test_a_roster_exported_by_a_school_system_gives_no_password_to_its_header_and_the_preview_names_who_it_read(tmp_path):
+    # Canvas's export ("Student,ID,SIS Login ID,Section") has no "name" column: its header became a student with a
+    # password, and the preview said "4 names" without saying which.
+    room = room_for(tmp_path)
+    canvas = ('Student,ID,SIS Login ID,Section\n"Lovelace, Ada",101,ada,A\n    Points Possible,,,\n'
+              '"Hopper, Grace",102,grace,A\n')
+    preview = room.roster_preview("teacher", "", canvas)
+    assert preview["names"] == ["Lovelace, Ada", "Hopper, Grace"]
+    assert "2 names from the column 'Student': Lovelace, Ada, Hopper, Grace" in preview["message"]
+    room.import_roster("teacher", "", canvas)
+    assert sorted(room.store.password_hashes()) == ["Hopper, Grace", "Lovelace, Ada"]
+    moodle = room.roster_preview("teacher", "", "First name,Surname,Email address\nAlan,Turing,a@x\n")
+    assert moodle["names"] == ["Alan Turing"] and "the columns 'First name' and 'Surname'" in moodle["message"]
+    unnamed = room.roster_preview("teacher", "", "Email,Section\nada@x,A\n")
+    assert unnamed["ok"] is False and "names no column of names" in unnamed["error"]["message"]
+    assert room.roster_preview("teacher", "", "Ada\nGrace\n")["names"] == ["Ada", "Grace"]  # one a line, as before
+
+
+def test_a_roster_name_typed_in_another_case_finds_its_student_and_an_unknown_one_is_refused(tmp_path):
+    room = room_for(tmp_path)
+    room.import_roster("teacher", "", "name\nAda Lovelace\nGrace Hopper\n")
+    new = room.reset_password("teacher", "", "ada lovelace")
+    assert new["ok"] and new["student"] == "Ada Lovelace"
+    assert "no student named 'Ada Byron' on the roster" in \
+        room.reset_password("teacher", "", "Ada Byron")["error"]["message"]
+    assert room.remove_student("teacher", "", "GRACE HOPPER")["student"] == "Grace Hopper"
+    assert "Grace Hopper" not in room.store.password_hashes()
 
 
 # -- the board ---------------------------------------------------------------------------------------------------------

@@ -774,7 +774,7 @@ class Classroom:
         password)."""
         if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
-        names, why = rosters.names_in(roster_csv)
+        names, why, where = rosters.read(roster_csv)
         if why:
             return error("parameters", why)
         hashes = self.store.password_hashes()
@@ -794,14 +794,14 @@ class Classroom:
             told.append(f"{some(off)}: not on this roster, so they get no password and can no longer log in "
                         "(add them to the list to keep them)")
         return {"ok": True, "students": len(names), "new": len(new), "replaced": len(names) - len(new),
-                "ending": ending, "not_on_roster": off,
-                "message": (f"{len(names)} name{'' if len(names) == 1 else 's'} ({len(new)} new, "
-                            f"{len(names) - len(new)} given a new password). The import ends "
+                "ending": ending, "not_on_roster": off, "names": names, "read_from": where,
+                "message": (f"{len(names)} name{'' if len(names) == 1 else 's'} from {where}: {some(names)} "
+                            f"({len(new)} new, {len(names) - len(new)} given a new password). The import ends "
                             f"{len(ending)} logged-in session{'' if len(ending) == 1 else 's'}"
                             + ("; " + "; ".join(told) if told else "") + ".")}
 
     def import_roster(self, username, teacher_password, roster_csv: str, address: str | None = None) -> dict:
-        """A CSV of names (a `name` column, else the first column) → a new password for each, stored hashed; the
+        """A CSV of names (roster.read: a column of names, else the first column) → a new password for each, stored hashed; the
         passwords are in the answer only, for the teacher to hand out."""
         if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
@@ -827,9 +827,11 @@ class Classroom:
         and the grades; their submissions stay in the teacher's list. Importing the name again brings them back."""
         if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
-        name = user_name(student)
+        name, bad = self._student_named(student, roster_only=True)
+        if bad:
+            return bad
         try:
-            removed = bool(name) and self.store.remove_student(name)
+            removed = self.store.remove_student(name)
         except (StoreError, ValueError) as exc:
             return error("parameters", f"not removed: {exc}")
         if not removed:
@@ -842,10 +844,12 @@ class Classroom:
         """A new password for one student (shown once, in the answer); their sessions on the old one end."""
         if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
-        name = user_name(student)
-        password = rosters.new_passwords([name])[name] if name else ""
+        name, bad = self._student_named(student, roster_only=True)
+        if bad:
+            return bad
+        password = rosters.new_passwords([name])[name]
         try:
-            done = bool(name) and self.store.set_password(name, password)
+            done = self.store.set_password(name, password)
         except (StoreError, ValueError) as exc:
             return error("parameters", f"not changed: {exc}")
         if not done:
@@ -979,24 +983,59 @@ class Classroom:
 
     def extend(self, username, teacher_password, exercise: str, student: str, deadline: str,
                address: str | None = None) -> dict:
-        """Move `exercise`'s deadline for one student (the late window follows it)."""
+        """Move `exercise`'s deadline later for one student (the late window follows it); an empty `deadline` puts
+        them back on the exercise's. The answer lists every deadline moved on the exercise."""
         if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
         ex, bad = self._exercise(exercise)
         if bad:
             return bad
-        if ex.deadline is None:
+        own_deadline = ex.due()[0]
+        if own_deadline is None:
             return error("parameters", f"{ex.name} has no deadline to move (exercise.toml: deadline = ...)")
-        name = user_name(student)
-        if not name or len(name) > NAME_LIMIT:
-            return error("parameters", "give the student's name as they log in")
-        try:
-            when = parse_time(deadline, "the new deadline")
-        except ExerciseError as exc:
-            return error("parameters", str(exc))
-        self.store.extend(ex.name, name, when)
+        name, bad = self._student_named(student)
+        if bad:
+            return bad
+        if not str(deadline or "").strip():
+            done = self.store.unextend(ex.name, name)
+            said = (f"{name} is back on the exercise's deadline, {time_text(own_deadline)}" if done else
+                    f"{name}'s deadline of {ex.name} was not moved: nothing to take back")
+            when = None
+        else:
+            try:
+                when = parse_time(deadline, "the new deadline")
+            except ExerciseError as exc:
+                return error("parameters", str(exc))
+            if when <= own_deadline:  # (a date typed in the past, or a zone mistaken, would lock the student out)
+                return error("parameters", f"{time_text(when)} is not after the exercise's deadline "
+                                           f"({time_text(own_deadline)}): an extension moves a deadline later. "
+                                           f"To put {name} back on the exercise's, leave the date empty.")
+            self.store.extend(ex.name, name, when)
+            said = f"{name}'s deadline of {ex.name} is now {time_text(when)} (the class's: {time_text(own_deadline)})"
+        moved = self.store.extensions(ex.name)
+        listed = "; ".join(f"{who}, {time_text(t)}" for who, t in sorted(moved.items()))
         return {"ok": True, "exercise": ex.name, "student": name, "deadline": when,
-                "message": f"{name}: {ex.deadline_text(when)}"}
+                "extensions": {who: iso(t) for who, t in sorted(moved.items())},
+                "message": said + (f". Moved on {ex.name}: {listed}." if moved else
+                                   f". No deadline of {ex.name} is moved now.")}
+
+    def _student_named(self, typed, roster_only: bool = False) -> tuple[str | None, dict | None]:
+        """The student the teacher means by a name typed by hand: the name as the class spells it, found with case
+        ignored where that is one name only, among the roster (without a roster, among the names that logged in).
+        A name the class does not know is refused, not acted on: a deadline moved for a typo helps nobody."""
+        name = user_name(typed)
+        if not name or len(name) > NAME_LIMIT:
+            return None, error("parameters", "give the student's name as they log in")
+        on_roster = self.has_roster() or roster_only
+        known = list(self.store.password_hashes()) if on_roster else [r["student"] for r in self.store.roster()]
+        if name in known:
+            return name, None
+        folded = [k for k in known if k.casefold() == name.casefold()]
+        if len(folded) == 1:
+            return folded[0], None
+        return None, error("parameters", f"no student named {quoted(name)} " + (
+            "on the roster" if on_roster else
+            "has logged in yet (with the class password, a name is known from its first login)"))
 
     def similar(self, username, teacher_password, exercise: str, address: str | None = None) -> dict:
         """Pairs of students' submissions of `exercise` ranked by similarity (similarity.py: renaming and

@@ -1,4 +1,4 @@
-"""The roster: the class list the teacher pastes (one name a line, or a CSV with a `name` column), the passwords an
+"""The roster: the class list the teacher pastes (one name a line, or a CSV with a column of names), the passwords an
 import makes, and which logged-in sessions an import would end (the teacher is told before it does)."""
 from __future__ import annotations
 
@@ -9,25 +9,52 @@ import secrets
 from .access import TEACHER, user_name
 
 
-def names_in(roster_csv: str) -> tuple[list[str], str | None]:
-    """The names of a pasted roster (a `name` column, else the first column), each once, or why there are none."""
-    rows = list(csv.reader(io.StringIO(str(roster_csv or ""))))
-    if rows and any(c.strip().lower() == "name" for c in rows[0]):
-        col = [c.strip().lower() for c in rows[0]].index("name")
-        rows = rows[1:]
+# A first row naming one of these columns is a header, the names read from that column (a CSV of a school's
+# systems: Canvas's roster and gradebook exports name it "Student", Moodle's give "First name" and "Surname").
+NAME_HEADERS = ("name", "student", "student name", "full name", "display name", "sortable name")
+FIRST_HEADERS, LAST_HEADERS = ("first name", "given name"), ("surname", "last name", "family name")
+# A first row with one of these but no column above is a header too: the import is refused, not given to a student
+# named "Email".
+OTHER_HEADERS = ("id", "email", "e-mail", "section", "sis user id", "sis login id", "login", "login id", "username",
+                 "user name", "student id", "group")
+NOT_A_STUDENT = ("points possible",)  # the row under a Canvas gradebook export's header
+
+
+def read(roster_csv: str) -> tuple[list[str], str | None, str]:
+    """The names of a pasted roster, each once, or why there are none, and where they were read from (for the
+    preview: "the column 'Student'", "the first column")."""
+    rows = [r for r in csv.reader(io.StringIO(str(roster_csv or ""))) if any(c.strip() for c in r)]
+    head = [" ".join(c.split()).lower() for c in rows[0]] if rows else []
+    named = [i for i, c in enumerate(head) if c in NAME_HEADERS]
+    first = [i for i, c in enumerate(head) if c in FIRST_HEADERS]
+    last = [i for i, c in enumerate(head) if c in LAST_HEADERS]
+    if named or first and last:
+        cols = named[:1] or [first[0], last[0]]  # (a name is its columns' cells, joined by a space)
+        where = " and ".join(repr(rows[0][i].strip()) for i in cols)
+        where, rows = f"the column{'s' if len(cols) > 1 else ''} {where}", rows[1:]
+    elif any(c in OTHER_HEADERS for c in head):
+        return [], ("the first row looks like a header (" + ", ".join(c.strip() for c in rows[0][:6]) + ") but names "
+                    "no column of names: call that column 'name'"), ""
     else:
-        col = 0
+        cols, where = [0], "the first column"
     names = []
     for r in rows:
-        if len(r) > col and r[col].strip():
-            name = user_name(r[col])
-            if name.lower() == TEACHER:
-                return [], "'teacher' is the teacher's user name; rename that student"
-            if name not in names:
-                names.append(name)
+        name = user_name(" ".join(r[i] for i in cols if i < len(r)))
+        if not name or name.lower() in NOT_A_STUDENT:
+            continue
+        if name.lower() == TEACHER:
+            return [], "'teacher' is the teacher's user name; rename that student", where
+        if name not in names:
+            names.append(name)
     if not names:
-        return [], "the roster has no names: one name a line, or a CSV with a 'name' column"
-    return names, None
+        return [], "the roster has no names: one name a line, or a CSV with a 'name' column", where
+    return names, None, where
+
+
+def names_in(roster_csv: str) -> tuple[list[str], str | None]:
+    """The names of a pasted roster (read()), each once, or why there are none."""
+    names, why, _ = read(roster_csv)
+    return names, why
 
 
 def new_passwords(names: list[str]) -> dict[str, str]:

@@ -375,6 +375,12 @@ class Store:
                          "created_at = excluded.created_at", (exercise, clean_name(student), float(deadline),
                                                               time.time()))
 
+    def unextend(self, exercise: str, student: str) -> bool:
+        """`student` back on the exercise's own deadline; False if theirs was not moved."""
+        with self.db.transaction() as conn:
+            return conn.execute("DELETE FROM extensions WHERE exercise = ? AND student = ?",
+                                (exercise, clean_name(student))).rowcount == 1
+
     def extension(self, exercise: str, student: str) -> float | None:
         row = self.db.one("SELECT deadline FROM extensions WHERE exercise = ? AND student = ?", (exercise, student))
         return None if row is None else float(row["deadline"])

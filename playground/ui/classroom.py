@@ -765,7 +765,7 @@ class ClassSection:
                                                     elem_id="pg-roster-remove")
                         self.new_pw_btn = gr.Button("Give a new password", size="sm", scale=1,
                                                     elem_id="pg-roster-newpw")
-                    self.roster = gr.Textbox("", label="Roster: one name a line, or a CSV with a 'name' column",
+                    self.roster = gr.Textbox("", label="Roster: one name a line, or a CSV with a 'name' (or 'Student') column",
                                              lines=4, elem_id="pg-roster-text")
                     self.roster_btn = gr.Button("Import the roster and make passwords…", size="sm",
                                                 elem_id="pg-roster-import")
@@ -783,7 +783,7 @@ class ClassSection:
                                                     elem_id="pg-board-reset-undo")
                     with gr.Row():
                         self.extend_student = gr.Textbox("", label="Student", scale=2, elem_id="pg-extend-student")
-                        self.extend_until = gr.Textbox("", label="New deadline (2026-03-01 23:59, UTC)", scale=2,
+                        self.extend_until = gr.Textbox("", label="New deadline (YYYY-MM-DD HH:MM, UTC; empty: back to the exercise's)", scale=2,
                                                        elem_id="pg-extend-until")
                         self.extend_btn = gr.Button("Move the deadline for this student", size="sm", scale=1,
                                                     elem_id="pg-extend")
