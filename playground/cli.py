@@ -1,14 +1,17 @@
-"""The command line: list, compile, run, tune, sweep, bench. JSON on stdout with --json; exit status 1 when not ok.
+"""The command line: list, compile, run, tune, sweep, bench, and backup (the class's database). JSON on stdout with
+--json; exit status 1 when not ok.
 
     python -m playground list --json
     python -m playground compile gemm --set block_M=64 --arch sm_90a --json
     python -m playground run gemm --source my_gemm.py --set preset=8192³ --json
+    python -m playground backup class-backup.sqlite3
 
 Arguments in, the engine's answer out: what each action does is engine/actions.py's `execute`.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -78,6 +81,27 @@ def print_human(result: dict) -> None:
         _print_error(result["error"])
 
 
+def backup(settings, dest: Path) -> int:
+    """Copy the class's database while the server may be running (Database.backup), and say what it holds."""
+    from .store.db import FILE_NAME, Database, StoreError
+    if not (Path(settings.data_dir) / FILE_NAME).exists():
+        print(f"no class database in {settings.data_dir} (PLAYGROUND_DATA): nothing to back up", file=sys.stderr)
+        return 1
+    try:
+        written = Database(settings.data_dir).backup(dest)
+    except StoreError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    import sqlite3
+    with contextlib.closing(sqlite3.connect(written)) as copy:
+        students = copy.execute("SELECT count(*) FROM students WHERE removed_at IS NULL").fetchone()[0]
+        submissions = copy.execute("SELECT count(*) FROM submissions").fetchone()[0]
+    print(f"{written}: {students} students on the roster, {submissions} submissions "
+          f"(to restore: stop the server, put this file at {Path(settings.data_dir) / FILE_NAME}, "
+          "and remove the -wal and -shm files beside it)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m playground", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -109,9 +133,16 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--max-configs", type=int, default=DEFAULT_MAX_CONFIGS)
     from .engine.bench import add_arguments as add_bench
     add_bench(sub.add_parser("bench", help="every kernel against its baselines and the GPU's ceilings"))
+    p_backup = sub.add_parser("backup", help="a copy of the class's database (PLAYGROUND_DATA), safe while the "
+                                             "server runs")
+    p_backup.add_argument("dest", type=Path, help="the file to write, e.g. backup-2027-01-15.sqlite3")
     args = parser.parse_args(argv)
     from .settings import Settings
-    Settings.from_env().install()  # the one read of the environment; the engine asks `current()` from here on
+    settings = Settings.from_env()
+    settings.install()  # the one read of the environment; the engine asks `current()` from here on
+
+    if args.action == "backup":
+        return backup(settings, args.dest)
 
     if args.action == "list":
         from .engine.kernel import builtin_names, load

@@ -14,6 +14,7 @@ A plain `pytest` skips the container's tests (building takes minutes): set PLAYG
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -227,6 +228,16 @@ def test_the_data_volume_is_the_apps_to_write(container):
     assert wrote.returncode == 0, wrote.stderr
     kept = Path(data) / "written-by-the-app"
     assert kept.read_text() == "kept\n" and kept.stat().st_uid == APP_UID
+
+
+@pytest.mark.image
+def test_the_readmes_backup_command_copies_the_class_database_while_the_server_runs(container):
+    name, _, data = container
+    ran = in_container(name, ".venv/bin/python", "-m", "playground", "backup", "/data/backup.sqlite3")
+    assert ran.returncode == 0 and "students on the roster" in ran.stdout, ran.stdout + ran.stderr
+    copy = sqlite3.connect(Path(data) / "backup.sqlite3")
+    assert copy.execute("SELECT count(*) FROM schema_version").fetchone()[0] >= 1
+    copy.close()
 
 
 @pytest.mark.image

@@ -35,6 +35,33 @@ def test_data_survive_a_restart(tmp_path):
     assert again.db.conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == len(migrations())
 
 
+def test_a_backup_taken_while_the_server_writes_holds_every_committed_row_in_one_file(tmp_path, monkeypatch, capsys):
+    # In WAL mode the newest writes sit in the -wal file until a checkpoint: a teacher who copied playground.sqlite3
+    # alone got a database with no tables. The backup command copies what one read sees, into one file.
+    from playground.cli import main
+    store = Store(tmp_path / "data")
+    store.db.conn.execute("PRAGMA wal_autocheckpoint = 0")  # (as a busy server: nothing checkpointed yet)
+    store.add_students({"Ada Lovelace": "secret", "Grace Hopper": "other"})
+    store.add_submission("vector_add", "Ada Lovelace", "src", {}, accepted=True, median_ms=0.5, baseline_ms=1.0)
+    monkeypatch.setenv("PLAYGROUND_DATA", str(tmp_path / "data"))
+    assert main(["backup", str(tmp_path / "saved" / "class.sqlite3")]) == 0
+    assert "2 students on the roster, 1 submissions" in capsys.readouterr().out
+    assert not (tmp_path / "saved" / "class.sqlite3-wal").exists()
+    copy = sqlite3.connect(tmp_path / "saved" / "class.sqlite3")
+    assert copy.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert copy.execute("SELECT count(*) FROM submissions").fetchone()[0] == 1
+    copy.close()
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    (tmp_path / "saved" / "class.sqlite3").rename(restored / "playground.sqlite3")
+    assert Store(restored).check_student("Ada Lovelace", "secret")
+    with pytest.raises(StoreError, match="another file"):
+        store.db.backup(tmp_path / "data" / "playground.sqlite3")
+    monkeypatch.setenv("PLAYGROUND_DATA", str(tmp_path / "empty"))
+    assert main(["backup", str(tmp_path / "x.sqlite3")]) == 1
+    assert "no class database" in capsys.readouterr().err
+
+
 def test_share_id_of_finds_only_the_same_content_and_stores_nothing(tmp_path):
     store = Store(tmp_path)
     share = store.put_share("gemm", "print('edited')\n", {"block_M": 64}, {"median_ms": 0.5})

@@ -87,6 +87,30 @@ class Database:
             conn.close()
         self._local.conn = None
 
+    def backup(self, dest: str | os.PathLike) -> Path:
+        """A consistent copy of the whole database, taken while the server runs, in one file at `dest` (not in
+        use: it is replaced). Copying the file itself is not one: in WAL mode the recent writes are in the -wal
+        file beside it until a checkpoint. SQLite's online backup copies the pages as one read transaction sees
+        them, and writers go on meanwhile."""
+        dest = Path(dest)
+        if dest.resolve() == self.path.resolve():
+            raise StoreError("the backup must go to another file than the database itself")
+        tmp = dest.with_name(dest.name + ".part")
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp.unlink(missing_ok=True)
+            out = sqlite3.connect(tmp)
+            try:
+                self.conn.backup(out)
+                out.execute("PRAGMA journal_mode = DELETE")  # one file, readable without the server's -wal
+            finally:
+                out.close()
+            os.replace(tmp, dest)  # a backup interrupted half-way never stands in for a whole one
+        except (OSError, sqlite3.DatabaseError) as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError(f"the backup to {dest} failed: {exc}") from None
+        return dest
+
     @contextlib.contextmanager
     def transaction(self):
         """One write transaction: BEGIN IMMEDIATE takes the write lock up front (waiting for it, not failing
