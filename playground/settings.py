@@ -68,6 +68,11 @@ class Settings:
                              "roster, submissions, boards), of the tuning runs kept for everyone "
                              "(`tuned-configs.json`) and of the compile cache (`compile-cache/`)", "`./data`",
                              factory=lambda: Path("data"))
+    exercises_dir: Path = setting(None, "PLAYGROUND_EXERCISES",
+                                  "the folder of the class's exercises, one folder each (read at each look: a "
+                                  "folder added shows without a restart); in the image, a folder of the `/data` "
+                                  "volume (`/data/exercises`) keeps them across containers", "`exercises/` of the "
+                                  "checkout", factory=lambda: Path(__file__).resolve().parents[1] / "exercises")
     teacher_password: str | None = setting(None, "PLAYGROUND_TEACHER_PASSWORD",
                                            "the teacher's password (user name `teacher`): the teacher's view; unset: "
                                            "no teacher's view", "unset", secret=True)

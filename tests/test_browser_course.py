@@ -191,7 +191,7 @@ def test_a_term_as_a_teacher_and_two_students(term):
     teacher_tab(teacher, "Roster")
     set_textbox(teacher, "pg-roster-text", "name\nAda\nGrace\n")
     warning = click_and_note(teacher, "#pg-roster-import")
-    assert "2 names (2 new" in warning and "ends 1 logged-in session; Ada: they log in again" in warning, warning
+    assert "2 names from the column 'name': Ada, Grace (2 new" in warning and "ends 1 logged-in session; Ada: they log in again" in warning, warning
     assert room.store.students() == [], "nothing imported before the teacher confirms"
     teacher.click("#pg-roster-confirm")
     wait_text(teacher, "#pg-roster-out", "Grace")
@@ -259,7 +259,7 @@ def test_a_term_as_a_teacher_and_two_students(term):
     closed = submit(grace)
     assert "closed at" in closed and "no longer taken" in closed, closed
     teacher_tab(teacher, "Board and deadlines")
-    choose(teacher, teacher.locator("#pg-teacher-ex"), "vector_add", sends=False)
+    choose(teacher, teacher.locator("#pg-teacher-ex"), TITLE, sends=False)
     set_textbox(teacher, "pg-extend-student", "Grace")
     set_textbox(teacher, "pg-extend-until", time.strftime("%Y-%m-%d %H:%M", time.gmtime(time.time() + 3600)))
     assert "Grace's deadline of vector_add is now" in click_and_note(teacher, "#pg-extend")
@@ -307,7 +307,7 @@ def test_a_term_as_a_teacher_and_two_students(term):
     wait_text(teacher, "#pg-teacher-note", "from the board")  # (the link opens the section)
     assert teacher.locator("#pg-teacher-id input").input_value() == str(seeded_ada)
     # (the reload left it at every exercise)
-    choose(teacher, teacher.locator("#pg-teacher-ex"), "vector_add", sends=False)
+    choose(teacher, teacher.locator("#pg-teacher-ex"), TITLE, sends=False)
 
     # -- the teacher: the roster table, then a flagged submission (off the board, kept, its reason) -------------
     teacher_tab(teacher, "Roster")

@@ -74,6 +74,28 @@ def test_a_deadline_is_read_in_its_forms_and_a_time_without_a_zone_is_a_clear_re
     assert set(load_exercises(tmp_path / "a" / "exercises")) == {"vector_add"}
 
 
+def test_the_teacher_is_told_which_exercise_folders_are_left_out_and_why_and_students_never_see_them(tmp_path):
+    # A wrong exercise.toml vanished from the lists with a line in the server's log only; a reference.py that does
+    # not parse was offered to students, to fail at their first submission.
+    room = room_for(tmp_path)
+    exercise_folder(tmp_path, "softmax", extra="deadline = 2027-01-15T09:00:00\n")  # no offset from UTC
+    badref = exercise_folder(tmp_path, "tiled_gemm")
+    (badref / "reference.py").write_text("def reference(a, b):\n    return a @@ b\n")
+    told = room.left_out_exercises("teacher", "")
+    assert told["exercises"] == ["vector_add"] and told["folder"] == str(tmp_path / "exercises")
+    assert any("softmax" in w and "offset from UTC" in w for w in told["left_out"]), told
+    assert any(w.startswith("tiled_gemm/reference.py line 2") for w in told["left_out"]), told
+    assert [e["name"] for e in room.exercises("Ada")] == ["vector_add"]
+    assert room.left_out_exercises("Ada", "")["error"]["stage"] == "permission"
+
+
+def test_the_exercises_folder_is_a_setting_so_a_containers_volume_can_hold_it(tmp_path):
+    folder = exercise_folder(tmp_path / "volume").parent
+    settings = Settings.from_env({"PLAYGROUND_EXERCISES": str(folder), "PLAYGROUND_DATA": str(tmp_path / "data")})
+    assert [e["name"] for e in Classroom(settings).exercises()] == ["vector_add"]
+    assert Settings.from_env({}).exercises_dir == ROOT / "exercises"
+
+
 def test_a_submission_after_the_late_window_is_refused_kept_and_an_extension_reopens_it_for_one_student(tmp_path):
     clock = [NOW - 60]
     room = room_for(tmp_path, "deadline = 2027-01-15T08:00:00Z\nlate_hours = 1\nlate_penalty = 0.5\n",

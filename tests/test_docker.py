@@ -241,6 +241,18 @@ def test_the_readmes_backup_command_copies_the_class_database_while_the_server_r
 
 
 @pytest.mark.image
+def test_the_readmes_exercises_on_the_volume_are_the_ones_a_server_with_the_setting_reads(container):
+    name, _, data = container
+    copied = in_container(name, "cp", "-r", "exercises", "/data/exercises")
+    assert copied.returncode == 0, copied.stderr
+    read = in_container(name, "env", "PLAYGROUND_EXERCISES=/data/exercises", ".venv/bin/python", "-c",
+                        "from playground.settings import Settings; from playground.course import load_exercises; "
+                        "print(sorted(load_exercises(Settings.from_env().exercises_dir)))")
+    assert read.returncode == 0 and "vector_add" in read.stdout, read.stdout + read.stderr
+    assert (Path(data) / "exercises" / "vector_add" / "exercise.toml").is_file()
+
+
+@pytest.mark.image
 def test_the_browser_test_passes_against_the_containers_page(container):
     _, url, _ = container
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

@@ -150,6 +150,12 @@ def load_exercise(folder: Path) -> Exercise:
         reference = (folder / "reference.py").read_text()
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ExerciseError(f"{folder.name}: {exc}") from None
+    for name, text in (("starter.py", starter), ("reference.py", reference)):
+        try:  # (read, never run: the students' jobs run them, in their sandbox)
+            compile(text, f"{folder.name}/{name}", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            where = f" line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+            raise ExerciseError(f"{folder.name}/{name}{where}: {getattr(exc, 'msg', exc)}") from None
     missing = [k for k in ("factory", "visible", "hidden", "timed") if k not in config]
     if missing:
         raise ExerciseError(f"{folder.name}/exercise.toml lacks {', '.join(missing)}")
@@ -178,14 +184,17 @@ def load_exercise(folder: Path) -> Exercise:
                     deadline, late_hours, late_penalty, _number(config, "points", POINTS, folder.name), agents)
 
 
-def load_exercises(folder: Path = EXERCISES_DIR) -> dict[str, Exercise]:
-    """Every exercise folder that loads; one that does not is logged and left out (a teacher still writing it)."""
+def load_exercises(folder: Path = EXERCISES_DIR, left_out: list[str] | None = None) -> dict[str, Exercise]:
+    """Every exercise folder that loads; one that does not is left out (a teacher still writing it), and why goes to
+    the log and to `left_out` (the teacher's view shows it)."""
     found = {}
     for sub in sorted(Path(folder).glob("*/exercise.toml")):
         try:
             ex = load_exercise(sub.parent)
         except ExerciseError as exc:
             log.warning("exercise left out: %s", exc)
+            if left_out is not None:
+                left_out.append(str(exc))
             continue
         found[ex.name] = ex
     return found

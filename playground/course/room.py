@@ -35,7 +35,7 @@ from ..store import ShareError, Store, StoreError, utf8_size
 from . import agents as tokens, boards, exports, roster as rosters, similarity, submitting, trajectories
 from .access import (CLASS_LOGIN, LOGIN_SEEN, NAME_LIMIT, TEACHER, TEACHER_LOGIN, Recent, TeacherGate, error,
                      plain_text, user_name)
-from .exercises import EXERCISES_DIR, Exercise, ExerciseError, iso, label, load_exercises, parse_time, time_text
+from .exercises import Exercise, ExerciseError, iso, label, load_exercises, parse_time, time_text
 
 log = logging.getLogger("playground.classroom")
 ANNOUNCEMENT_LIMIT = 2000  # characters of an announcement
@@ -67,13 +67,13 @@ class Classroom:
     the settings' data folder on first use; `clock` gives the time deadlines are judged at."""
 
     def __init__(self, settings: Settings | None = None, store: Store | None = None, run_job=None, has_gpu=None,
-                 exercises_dir: Path = EXERCISES_DIR, class_password: str | None = None, clock=time.time):
+                 exercises_dir: Path | None = None, class_password: str | None = None, clock=time.time):
         self.settings = settings or current()
         self._store = store
         self._store_lock = threading.Lock()
         self._run_job = run_job
         self._has_gpu = has_gpu
-        self.exercises_dir = Path(exercises_dir)
+        self.exercises_dir = Path(exercises_dir or self.settings.exercises_dir)
         self.class_password = class_password if class_password is not None else self.settings.password
         self.clock = clock
         self._grading: dict[str, set[str]] = {"submission": set(), "check": set()}  # students with one being graded
@@ -118,6 +118,14 @@ class Classroom:
 
     def exercises_by_name(self) -> dict[str, Exercise]:
         return load_exercises(self.exercises_dir)  # read each time: a teacher adds a folder without a restart
+
+    def left_out_exercises(self, username, teacher_password, address: str | None = None) -> dict:
+        """The exercise folders that do not load, and why (their students never see them): for the teacher."""
+        if (refused := self._teacher_only(username, teacher_password, address)) is not None:
+            return refused
+        why: list[str] = []
+        found = load_exercises(self.exercises_dir, why)
+        return {"ok": True, "folder": str(self.exercises_dir), "exercises": sorted(found), "left_out": why}
 
     # -- share links ------------------------------------------------------------------------------------------------
     SHARES, SHARE_WINDOW = 30, 600.0  # new share links one user (a login, else an address) may make in the window

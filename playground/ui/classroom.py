@@ -722,9 +722,10 @@ class ClassSection:
             with gr.Row():
                 self.teacher_pw = gr.Textbox("", label="Teacher password (not needed when logged in as teacher)",
                                              type="password", scale=2)
-                self.teacher_ex = gr.Dropdown([("every exercise", "")] + [(e["name"], e["name"])
-                                                                           for e in classroom().exercises()],
+                self.teacher_ex = gr.Dropdown([("every exercise", "")] + exercise_choices(),
                                               value="", label="Exercise", scale=1, elem_id="pg-teacher-ex")
+            # the folder the exercises come from, and those left out of it, with why (students never see them)
+            self.teacher_exercises = gr.HTML("", elem_id="pg-teacher-exercises")
             self.teacher_note = gr.HTML("", elem_id="pg-teacher-note")
             # Files are made on the click, then offered here (a DownloadButton hands out the file it held before the
             # click: each export came one click late, the first none at all).
@@ -898,7 +899,7 @@ class ClassSection:
             names = [n for _, n in choices]
             out = [gr.update(choices=choices, value=picked if picked in names else None)]
             if teacher_ex:
-                out.append(gr.update(choices=[("every exercise", "")] + [(n, n) for n in names],
+                out.append(gr.update(choices=[("every exercise", "")] + choices,
                                      value=teacher_picked[0] if teacher_picked and teacher_picked[0] in names else ""))
             return tuple(out) if len(out) > 1 else out[0]
         demo.load(refresh_exercises, [self.exercise, *teacher_ex], [self.exercise, *teacher_ex], **light)
@@ -1048,6 +1049,20 @@ class ClassSection:
             shown = classroom().shows_teacher_view(user_of(request))
             return gr.update(visible=shown, **({"open": True} if rerun_of(request) else {}))
         demo.load(teacher_view, None, self.teacher, **light)
+
+        def exercises_note(pw, request: gr.Request):
+            answer = act("left_out_exercises", pw, request=request)
+            if not answer.get("ok"):
+                return ""
+            count = len(answer["exercises"])
+            said = (f"{count} exercise{'' if count == 1 else 's'} from {answer['folder']} "
+                    "(PLAYGROUND_EXERCISES), read again at each look.")
+            if not answer["left_out"]:
+                return _status("idle", said)
+            return _status("warn", said + " Left out, so students do not see them: " +
+                           "; ".join(answer["left_out"]) + ".")
+        demo.load(exercises_note, [self.teacher_pw], self.teacher_exercises, **light)
+        self.teacher.expand(exercises_note, [self.teacher_pw], self.teacher_exercises, **light)
 
         def rerun_link(request: gr.Request):
             """A board's re-run link opens the teacher's view on that submission."""
