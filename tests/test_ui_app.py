@@ -169,6 +169,15 @@ def test_app_shuts_down_cleanly_when_stopped(how, tmp_path):
             app.wait()
 
 
+def test_an_exercise_starter_without_a_reference_is_said_to_be_verified_by_check_where_the_class_has_exercises():
+    # The starter in the editor said "a run is timed, not verified", as if nothing would ever verify it.
+    from playground.ui import own_kernel
+    alone = own_kernel.note_html({"ok": True, "verified": False}, {})
+    assert "not verified" in alone and "Check" not in alone
+    in_class = own_kernel.note_html({"ok": True, "verified": False}, {}, exercises=True)
+    assert "Check and Submit verify it against the exercise's reference" in in_class
+
+
 def test_a_keystroke_in_the_editor_waits_for_no_compile_and_holds_no_compiles_slot():
     # Every handler of the editor's input ran in the engine's concurrency group once: with the class's compiles
     # filling its slots, a student's typing queued behind them, and each keystroke took a compile's slot while it ran.

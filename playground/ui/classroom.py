@@ -648,6 +648,11 @@ class ClassSection:
     def __init__(self, page):
         self.page = page
 
+    @staticmethod
+    def offers_exercises() -> bool:
+        """Does the class have exercises (read from their folder now: one added shows without a restart)?"""
+        return bool(classroom().exercises_by_name())
+
     def build_who(self) -> None:
         """Under the page's title: who is logged in, and the teacher's announcement (filled on load, wire)."""
         self.who = gr.HTML("", elem_id="pg-who", visible=False)

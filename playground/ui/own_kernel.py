@@ -89,9 +89,10 @@ def from_file(d: dict | None) -> dict:
     return dict((d or {}).get("from_file") or {})
 
 
-def note_html(d: dict, values: dict) -> str:
+def note_html(d: dict, values: dict, exercises: bool = False) -> str:
     """What the page says above the controls of a kernel of one's own: the values taken from the file and where,
-    which arguments it still needs, which kernel of several, and whether a run is verified."""
+    which arguments it still needs, which kernel of several, and whether a run is verified (`exercises`: the class
+    has exercises, whose starters have no reference of their own: Check and Submit use the exercise's)."""
     parts = []
     given = from_file(d)
     if given:
@@ -109,7 +110,8 @@ def note_html(d: dict, values: dict) -> str:
                      f'"Kernel in the file" (showing {views.esc(d.get("name") or "")}).</div>')
     if d and not d.get("verified"):
         parts.append('<div class="pg-params-note">This file has no <code>reference(*inputs)</code>: a run is timed, '
-                     "not verified.</div>")
+                     "not verified" + ("; an exercise's Check and Submit verify it against the exercise's reference"
+                                       if exercises else "") + ".</div>")
     return "".join(parts)
 
 
@@ -206,7 +208,7 @@ class OwnKernel:
         names = entries(d)
         out[self.entry] = gr.update(choices=names, value=own.get("entry"), visible=len(names) > 1)
         out[self.own] = own
-        out[page.params_note] = note_html(d, values)
+        out[page.params_note] = note_html(d, values, page.course.offers_exercises())
         return out
 
     def marks_after(self, data: dict, result: dict) -> dict:
@@ -220,7 +222,8 @@ class OwnKernel:
             out[key] = ({**out[key], **update} if isinstance(out.get(key), dict) and isinstance(update, dict)
                         else update)
         if ((result or {}).get("error") or {}).get("stage") != "resources":
-            out[page.params_note] = note_html((data.get(self.own) or {}).get("described") or {}, values) + str(
+            out[page.params_note] = note_html((data.get(self.own) or {}).get("described") or {}, values,
+                                              page.course.offers_exercises()) + str(
                 marks.get(page.params_note) or "")
         return out
 
