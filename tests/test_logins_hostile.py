@@ -80,6 +80,32 @@ class Quick(server.LoginThrottle):
     FREE, DELAY, MAX_DELAY, LIMIT, ADDRESS_LIMIT, DEVICE_LIMIT = 2, 0.01, 0.02, 5, 12, 4
 
 
+# -- sessions across a restart of the server ---------------------------------------------------------------------------
+def test_a_roster_students_session_outlives_a_restart_but_not_a_new_password_a_removal_or_a_logout(tmp_path):
+    # A restart mid-lab logged every student out: Gradio keeps its sessions in memory, and draws its cookie's name
+    # at random at each start. A student's session is kept now; what ends it before a restart ends it after one.
+    with class_server(tmp_path) as s:
+        mine = passwords(s.room.import_roster("teacher", "", "Ada Lovelace\nGrace Hopper\nAlan Turing\n"))
+        ada, grace, alan = (browser_of(s.url, n, mine[n]) for n in ("Ada Lovelace", "Grace Hopper", "Alan Turing"))
+        teacher = browser_of(s.url, "teacher", TEACHER_PW)
+        kept = s.room.store.db.query("SELECT * FROM sessions")
+        assert sorted(r["user"] for r in kept) == ["Ada Lovelace", "Alan Turing", "Grace Hopper"], \
+            "the teacher's session is not kept (a digest of its password would be a guess to check offline)"
+        assert all(r["digest"] not in str(dict(ada.cookies)) for r in kept), "the token's digest, never the token"
+    with class_server(tmp_path) as s:  # the next server, on the same data
+        assert who(s.url, ada) == "Ada Lovelace" and who(s.url, grace) == "Grace Hopper"
+        assert who(s.url, teacher) is None  # logs in again
+        forged = httpx.Client(timeout=60, cookies={name: "x" * 43 for name in ada.cookies})
+        assert who(s.url, forged) is None
+        s.room.reset_password("teacher", "", "Grace Hopper")
+        s.room.remove_student("teacher", "", "Alan Turing")
+        ada.get(s.url + "/logout")
+    with class_server(tmp_path) as s:
+        assert who(s.url, grace) is None and who(s.url, alan) is None  # a new password, a removal: ended for good
+        assert who(s.url, ada) is None  # logged out before the restart
+        assert s.room.store.db.query("SELECT * FROM sessions") == []
+
+
 # -- sessions and a roster: an import ends every session it no longer accepts ------------------------------------------
 def test_a_roster_import_ends_class_password_sessions_even_under_a_name_the_roster_holds(tmp_path):
     with class_server(tmp_path) as s:

@@ -54,6 +54,11 @@ def _seed() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
 
+def session_digest(token: str) -> str:
+    """What the database keeps of a login session's token (0005_sessions.sql): its SHA-256."""
+    return hashlib.sha256(str(token).encode()).hexdigest()
+
+
 def _submission_id(value) -> int | None:
     try:
         n = int(value)
@@ -698,7 +703,7 @@ class Classroom:
     def session_opened(self, app, token: str, username: str, credential: str | None) -> None:
         """The login's guard saw Gradio open session `token` for `username` on `credential`: kept for a later roster
         import, and ended at once if the roster no longer accepts it (a roster imported while this login was
-        checked)."""
+        checked); else kept in the database too, so that a restart of the server does not end it (restore_session)."""
         with self._sessions_lock:
             self._sessions[token] = credential
             if len(self._sessions) > 10000:  # sessions Gradio has ended (a logout) are forgotten
@@ -707,6 +712,51 @@ class Classroom:
         if not self.may_stay(username, credential):
             getattr(app, "tokens", {}).pop(token, None)
             self.session_ended(token)
+            return
+        if credential in (None, TEACHER_LOGIN, CLASS_LOGIN):  # (0005_sessions.sql says why those are not kept)
+            return
+        try:
+            self.store.keep_session(session_digest(token), username, credential)
+        except (StoreError, ValueError):
+            log.exception("a login session could not be kept for a restart (it lasts until one)")
+
+    SESSION_DAYS = 14  # a session kept across restarts lasts this long, then its student logs in again
+
+    def restore_session(self, token: str) -> str | None:
+        """The user of a roster's student's session a server before this one opened (its token from the browser's
+        cookie), where it may go on: kept less than SESSION_DAYS ago, and the roster still holds the password it
+        stood on (may_stay: not given anew, the student not removed). None otherwise (the browser asks for a
+        login)."""
+        if not token or not isinstance(token, str) or len(token) > 200:
+            return None
+        digest = session_digest(token)
+        try:
+            row = self.store.kept_session(digest)
+            if row is None:
+                return None
+            user = row["user"]
+            if (self.clock() - row["created_at"] > self.SESSION_DAYS * 86400 or not self.has_roster() or
+                    not self.may_stay(user, row["credential"])):
+                self.store.forget_session(digest)
+                return None
+        except StoreError:
+            log.exception("a kept login session could not be read")
+            return None
+        with self._sessions_lock:
+            self._sessions[token] = row["credential"]
+        return user
+
+    def forget_session(self, token: str, everywhere: bool = False, user: str | None = None) -> None:
+        """A session ended (a logout, a roster that no longer accepts it): not kept for a restart either;
+        `everywhere`: every kept session of `user` (Gradio's logout ends all of a user's sessions)."""
+        self.session_ended(token)
+        try:
+            if everywhere and user:
+                self.store.forget_sessions_of(user)
+            elif token:
+                self.store.forget_session(session_digest(token))
+        except (StoreError, ValueError):
+            log.exception("a kept login session could not be forgotten")
 
     def credential_of(self, token: str) -> str | None:
         with self._sessions_lock:

@@ -285,6 +285,28 @@ class Store:
             row = self.db.one("SELECT value FROM secrets WHERE name = ?", (name,))
         return bytes(row["value"])
 
+    # -- login sessions kept across restarts (0005_sessions.sql) ---------------------------------------------------
+    SESSIONS_KEPT = 10000  # the newest; an older one logs in again
+
+    def keep_session(self, digest: str, user: str, credential: str) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO sessions (digest, user, credential, created_at) VALUES (?, ?, ?, ?)",
+                         (digest, clean_name(user), credential, time.time()))
+            conn.execute("DELETE FROM sessions WHERE digest NOT IN (SELECT digest FROM sessions ORDER BY created_at "
+                         "DESC LIMIT ?)", (self.SESSIONS_KEPT,))
+
+    def kept_session(self, digest: str) -> dict | None:
+        row = self.db.one("SELECT user, credential, created_at FROM sessions WHERE digest = ?", (digest,))
+        return dict(row) if row is not None else None
+
+    def forget_session(self, digest: str) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM sessions WHERE digest = ?", (digest,))
+
+    def forget_sessions_of(self, user: str) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM sessions WHERE user = ?", (clean_name(user),))
+
     # -- submissions ------------------------------------------------------------------------------------------------
     def add_submission(self, exercise: str, student: str, source: str, params: dict, *, accepted: bool,
                        median_ms: float | None = None, baseline_ms: float | None = None, message: str = "",

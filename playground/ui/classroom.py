@@ -18,6 +18,7 @@ and thin endpoint functions over the class's rules, which live in playground/cou
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import threading
@@ -68,6 +69,54 @@ def end_sessions_off_the_roster(app, room: Classroom) -> None:
                 log.info("ended the session of %r: its login is not the roster's", user)
     room.on_roster.append(revoke)
     room.live_sessions = lambda: dict(getattr(app, "tokens", {}))
+
+
+class LastingSessions(dict):
+    """Gradio's session tokens (`app.tokens`, {token: user}) with the roster's students' sessions kept across a
+    restart (Classroom.session_opened keeps them, restore_session takes one back): a token this server has not seen
+    is looked for among those kept before it asks the browser for a login. Gradio deletes a token only at a logout,
+    which ends all of the user's sessions: the kept ones too; a pop (a roster that no longer accepts it) ends one."""
+
+    def __init__(self, room: Classroom, tokens: dict | None = None):
+        super().__init__(tokens or {})
+        self.room = room
+
+    def get(self, token, default=None):
+        user = super().get(token)
+        if user is None and isinstance(token, str) and token:
+            user = self.room.restore_session(token)
+            if user is not None:
+                super().__setitem__(token, user)
+        return default if user is None else user
+
+    def __contains__(self, token) -> bool:
+        return self.get(token) is not None
+
+    def __getitem__(self, token):
+        user = self.get(token)
+        if user is None:
+            raise KeyError(token)
+        return user
+
+    def __delitem__(self, token) -> None:
+        user = super().get(token)
+        super().__delitem__(token)
+        self.room.forget_session(token, everywhere=True, user=user)
+
+    def pop(self, token, *default):
+        found = super().pop(token, *default)
+        self.room.forget_session(token)
+        return found
+
+
+def keep_sessions_across_restarts(app, room: Classroom) -> None:
+    """Where logins are the roster's: the cookie's name kept from one server to the next (Gradio draws it at random
+    at each start, and a browser's cookie of the server before would not be read), and the sessions (LastingSessions).
+    Before the login's guard reads the cookie's name (server.protect)."""
+    if not room.login_needed() or room.settings.user_header:
+        return
+    app.cookie_id = hashlib.sha256(room.store.secret("session cookie")).hexdigest()[:43]
+    app.tokens = LastingSessions(room, getattr(app, "tokens", None))
 
 
 # -- the named API endpoints ---------------------------------------------------------------------------------------

@@ -523,7 +523,8 @@ def protect(demo: gr.Blocks, app, room: classroom.Classroom, throttle: LoginThro
     /health; whose address a request is (PeerAddress); the login's throttle with its device cookies, and the login
     and logout refused to other sites; the end of sessions a roster import no longer accepts, and the login page's
     line told again after one; the MCP tools offered (mcp_tools.expose) and their routes behind the agents' tokens
-    (guard_mcp); Gradio's upload route refused (refuse_uploads)."""
+    (guard_mcp); Gradio's upload route refused (refuse_uploads); the roster's students' sessions kept across restarts
+    (keep_sessions_across_restarts)."""
     trust_only(demo, room.settings.trusted_proxy_networks())
     add_health_route(app)
     refuse_uploads(app)
@@ -534,6 +535,7 @@ def protect(demo: gr.Blocks, app, room: classroom.Classroom, throttle: LoginThro
         throttle.secret = lambda: room.store.secret("device cookies")
     if throttle.standing is None:
         throttle.standing = room.standing_of
+    classroom.keep_sessions_across_restarts(app, room)  # (before the login's guard reads the cookie's name)
     throttle_logins(app, throttle, room)
     classroom.end_sessions_off_the_roster(app, room)
 
