@@ -386,6 +386,9 @@ def test_the_endpoints_share_list_and_separate_teacher_from_student(class_server
     rows = teacher.predict("", "", api_name="/teacher_submissions")["rows"]
     assert rows[0]["student"] == "Ada"
     assert teacher.predict(rows[0]["id"], "", api_name="/teacher_open")["source"] == "ADA'S SECRET KERNEL"
+    assert student.predict(rows[0]["id"], api_name="/my_submission")["ok"] is False  # Ada's, asked by Grace
+    assert "ADA'S SECRET" not in json.dumps(student.predict("", api_name="/my_submissions"))
+    assert teacher.predict("ada", "", "", api_name="/teacher_submissions_of")["rows"][0]["id"] == rows[0]["id"]
     with pytest.raises(Exception):
         Client(class_server, auth=("teacher", CLASS_PW), verbose=False)  # the class password is not the teacher's
 

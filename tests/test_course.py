@@ -181,6 +181,25 @@ def test_a_roster_name_typed_in_another_case_finds_its_student_and_an_unknown_on
     assert "Grace Hopper" not in room.store.password_hashes()
 
 
+def test_a_student_sees_their_own_submissions_and_code_and_the_teacher_one_students_and_no_one_anothers(tmp_path):
+    # A student saw a submission's answer once, at Submit; nothing showed their history, or gave their code back.
+    room = room_for(tmp_path)
+    first = accepted(room, "Ada", ms=0.2, source="ada's first")
+    room.store.flag(first, "same as Grace's")
+    second = accepted(room, "Ada", ms=0.1, source="ada's second")
+    graces = accepted(room, "Grace", ms=0.3, source="grace's")
+    mine = room.my_submissions("Ada", "vector_add")
+    assert [r["id"] for r in mine["rows"]] == [second, first]
+    assert mine["rows"][1]["off_board"] is True and "same as Grace's" not in str(mine), "the teacher's reason stays"
+    assert room.my_submission("Ada", second)["source"] == "ada's second"
+    assert room.my_submission("Ada", graces)["ok"] is False  # another's is as missing as none
+    assert room.my_submissions("", "")["error"]["stage"] == "permission"
+    hers = room.all_submissions("teacher", "", "", "grace")
+    assert hers["student"] == "Grace" and [r["id"] for r in hers["rows"]] == [graces]
+    assert room.all_submissions("teacher", "", "", "Nobody")["ok"] is False
+    assert len(room.all_submissions("teacher", "")["rows"]) == 3
+
+
 # -- the board ---------------------------------------------------------------------------------------------------------
 def test_the_board_ranks_by_the_share_of_the_speed_of_light_and_shows_the_gpu_and_its_record(tmp_path):
     room = room_for(tmp_path)
@@ -540,7 +559,8 @@ def test_every_teacher_action_refuses_a_student_and_bad_input_gets_a_message(tmp
     actions = [("roster_list",), ("roster_preview", "Ada"), ("remove_student", "Ada"), ("reset_password", "Ada"),
                ("export_code", ""), ("grades", ""), ("board_preview", "vector_add"), ("undo_reset", "vector_add"),
                ("flag", 1, "x"), ("unflag", 1), ("announce", "x"), ("extend", "vector_add", "Ada", "2030-01-01"),
-               ("similar", "vector_add"), ("side_by_side", 1, 2), ("progress", "vector_add"), ("rerun", 1)]
+               ("similar", "vector_add"), ("side_by_side", 1, 2), ("progress", "vector_add"), ("rerun", 1),
+               ("all_submissions", "", "Grace"), ("left_out_exercises",)]
     for method, *args in actions:
         answer = getattr(room, method)("Ada", "", *args)
         assert answer["error"]["stage"] == "permission", method

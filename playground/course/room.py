@@ -432,6 +432,27 @@ class Classroom:
             return error("internal", f"the submission was graded but could not be recorded: {exc}")
         return answer
 
+    MINE_SHOWN = ("id", "exercise", "status", "median_ms", "speedup", "sol_percent", "gpu", "late", "message",
+                  "created_at", "params", "agent")
+
+    def my_submissions(self, student: str | None, exercise: str = "") -> dict:
+        """A student's own submissions, newest first (of one exercise, or all): what each answered, as Submit said
+        it. A flagged one says it is off the board, not the teacher's reason (the teacher tells it, if at all)."""
+        name = user_name(student)
+        if not name:
+            return error("permission", "log in to see your submissions")
+        rows = self.store.submissions(exercise or None, student=name)
+        return {"ok": True, "student": name,
+                "rows": [{**{k: r.get(k) for k in self.MINE_SHOWN}, "off_board": bool(r.get("flag"))} for r in rows]}
+
+    def my_submission(self, student: str | None, submission_id) -> dict:
+        """One of the student's own submissions with its code and tile parameters (to put back in the editor)."""
+        name, sid = user_name(student), _submission_id(submission_id)
+        found = self.store.submission(sid) if name and sid is not None else None
+        if found is None or found["student"] != name:  # (another's is "not yours" as much as a missing one)
+            return error("parameters", f"you have no submission number {submission_id!r}")
+        return {"ok": True, **{k: found.get(k) for k in self.MINE_SHOWN}, "source": found["source"]}
+
     def leaderboard(self, exercise: str, viewer: str | None = None, teacher_password: str | None = None,
                     who: str = "all") -> dict:
         """The exercise's board; the teacher (`viewer`, or the password) sees who chose which name, and a link that
@@ -915,10 +936,17 @@ class Classroom:
         self._roster_changed()
         return {"ok": True, "student": name, "password": password, "csv": rosters.passwords_csv({name: password})}
 
-    def all_submissions(self, username, teacher_password, exercise: str = "", address: str | None = None) -> dict:
+    def all_submissions(self, username, teacher_password, exercise: str = "", student: str = "",
+                        address: str | None = None) -> dict:
+        """Every submission, newest first; of one exercise, of one student (a name the class knows, any case)."""
         if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
-        return {"ok": True, "rows": self.store.submissions(exercise or None)}
+        name = None
+        if user_name(student):
+            name, bad = self._student_named(student)
+            if bad:
+                return bad
+        return {"ok": True, "student": name, "rows": self.store.submissions(exercise or None, student=name)}
 
     def open_submission(self, username, teacher_password, submission_id, address: str | None = None) -> dict:
         if (refused := self._teacher_only(username, teacher_password, address)) is not None:

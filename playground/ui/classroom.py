@@ -217,6 +217,16 @@ def agent_token_revoke(token_id: int, request: gr.Request = None) -> dict:
     return classroom().revoke_token(user_of(request), token_id)
 
 
+def my_submissions(exercise: str = "", request: gr.Request = None) -> dict:
+    """Your own submissions, newest first (of one exercise, or all): what each got, its time and tile parameters."""
+    return classroom().my_submissions(user_of(request), exercise)
+
+
+def my_submission(submission: int, request: gr.Request = None) -> dict:
+    """One of your own submissions, with its code and tile parameters."""
+    return classroom().my_submission(user_of(request), submission)
+
+
 def announcement(request: gr.Request = None) -> dict:
     """The teacher's announcement to the class: {"ok", "announcement": {"text", "created_at"} or null}."""
     return {"ok": True, "announcement": classroom().announcement()}
@@ -239,6 +249,13 @@ def _teacher(method: str):
 def teacher_submissions(exercise: str = "", teacher_password: str = "", request: gr.Request = None) -> dict:
     """Teacher: every submission (all students, accepted and refused), newest first; "" for every exercise."""
     return _teacher("all_submissions")(exercise, teacher_password, request=request)
+
+
+def teacher_submissions_of(student: str, exercise: str = "", teacher_password: str = "",
+                           request: gr.Request = None) -> dict:
+    """Teacher: one student's submissions (their name as the class knows it, any case), newest first; "" for every
+    exercise."""
+    return _teacher("all_submissions")(exercise, student, teacher_password, request=request)
 
 
 def teacher_open(submission: int, teacher_password: str = "", request: gr.Request = None) -> dict:
@@ -342,11 +359,12 @@ def teacher_agents(exercise: str, allowed: bool | None = None, teacher_password:
     return _teacher("set_agents")(exercise, allowed, teacher_password, request=request)
 
 
-ENDPOINTS = (share, open_share, exercises, submit, check, leaderboard, announcement, board_name, agent_token,
-             agent_tokens, agent_token_revoke, teacher_submissions, teacher_open, teacher_export, teacher_export_code,
-             teacher_grades, teacher_reset, teacher_undo_reset, teacher_roster, teacher_roster_preview,
-             teacher_students, teacher_remove, teacher_new_password, teacher_flag, teacher_unflag, teacher_announce,
-             teacher_extend, teacher_similarity, teacher_progress, teacher_rerun, teacher_agents)
+ENDPOINTS = (share, open_share, exercises, submit, check, my_submissions, my_submission, leaderboard, announcement,
+             board_name, agent_token, agent_tokens, agent_token_revoke, teacher_submissions, teacher_submissions_of,
+             teacher_open, teacher_export, teacher_export_code, teacher_grades, teacher_reset, teacher_undo_reset,
+             teacher_roster, teacher_roster_preview, teacher_students, teacher_remove, teacher_new_password,
+             teacher_flag, teacher_unflag, teacher_announce, teacher_extend, teacher_similarity, teacher_progress,
+             teacher_rerun, teacher_agents)
 ENGINE_ENDPOINTS = (submit, check, teacher_rerun)  # they run jobs
 QUERY_KEYS = ("rerun",)  # the page's address keys this section reads (a board's re-run link: ?rerun=ID)
 
@@ -518,6 +536,18 @@ def submissions_frame(answer: dict):
              None if r.get("sol_percent") is None else round(r["sol_percent"], 1), r.get("gpu") or "",
              "late" if r.get("late") else "", r.get("flag") or "", (r["message"] or "")[:160],
              time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["created_at"]))] for r in answer.get("rows") or []]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def mine_frame(answer: dict):
+    """A student's own submissions (Classroom.my_submissions) as the Exercise section's table."""
+    import pandas as pd
+    columns = ["#", "exercise", "submitted (UTC)", "result", "time (ms)", "speedup", "late", "tile parameters"]
+    rows = [[r["id"], r["exercise"], time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["created_at"])),
+             r["status"] + (" (off the board)" if r.get("off_board") else ""),
+             None if r["median_ms"] is None else round(r["median_ms"], 4),
+             None if r.get("speedup") is None else round(r["speedup"], 2), "late" if r.get("late") else "",
+             ", ".join(f"{k}={v}" for k, v in (r.get("params") or {}).items())] for r in answer.get("rows") or []]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -732,6 +762,13 @@ class ClassSection:
                 self.check_btn = gr.Button("Check", scale=0, min_width=100, elem_id="pg-check")
                 self.submit_btn = gr.Button("Submit", variant="primary", scale=0, min_width=120, elem_id="pg-submit")
             self.submit_answer = gr.HTML("", elem_id="pg-submit-out")
+            with gr.Accordion("Your submissions", open=False, elem_id="pg-mine") as self.mine_section:
+                self.mine_rows = gr.Dataframe(mine_frame({}), interactive=False, wrap=True, max_height=260,
+                                              elem_id="pg-mine-rows")
+                with gr.Row():
+                    self.mine_id = gr.Number(None, label="Submission #", precision=0, scale=1, elem_id="pg-mine-id")
+                    self.mine_load = gr.Button("Put its code and tile parameters in the editor", size="sm", scale=2,
+                                               elem_id="pg-mine-load")
 
     def build_agents(self) -> None:
         """Agents (MCP): how to connect an MCP client, and the user's tokens: made (shown once), listed, revoked."""
@@ -788,6 +825,8 @@ class ClassSection:
             with gr.Tabs(elem_id="pg-teacher-tabs"):
                 with gr.Tab("Submissions", id="t-submissions"):
                     with gr.Row():
+                        self.teacher_student = gr.Textbox("", label="Of one student (empty: everyone)",
+                                                          max_length=64, scale=2, elem_id="pg-teacher-student")
                         self.teacher_list = gr.Button("List submissions", size="sm", elem_id="pg-teacher-list")
                         self.teacher_csv = gr.Button("Export CSV", size="sm", elem_id="pg-teacher-export")
                         self.teacher_code_zip = gr.Button("Export every submission with its code (zip)", size="sm",
@@ -965,34 +1004,30 @@ class ClassSection:
             return statement_md(ex, classroom().extension_of(ex, user_of(request)) if ex else None)
         self.exercise.change(on_exercise, self.exercise, self.statement, **light)
 
-        def on_starter(data: dict, request: gr.Request, progress=gr.Progress()):
-            """The starter in the editor as a kernel of one's own: its controls are read from the starter (the
-            student's factory), the problem sizes set to the exercise's first visible shape and the dtype to its own.
-            The text it replaces, if edited, is offered as a download."""
+        def into_editor(data: dict, request: gr.Request, ex, source: str, tile: dict, status: str,
+                        what: str = "the starter") -> dict:
+            """`source` in the editor as a kernel of one's own, for exercise `ex`: its controls read from it (the
+            student's factory), the problem sizes set to the exercise's first visible shape, the dtype to its own and
+            the tile parameters to `tile`. The text it replaces, if edited, is offered as a download."""
             from . import gateway
             from .gateway import student_of
             from .own_kernel import OWN
-            own_kernel = page.own_kernel
             from .common import offer_kept
-            ex = classroom().exercises_by_name().get(data[self.exercise] or "")
-            if ex is None:
-                return {page.status: '<div class="pg-status idle">Pick an exercise first.</div>'}
+            own_kernel = page.own_kernel
             before, kernel_before = data[page.editor] or "", data[page.kernel]
             kept = gr.update(visible=False)
-            if before.strip() and before != ex.starter and not gateway.is_original(kernel_before, before):
+            if before.strip() and before != source and not gateway.is_original(kernel_before, before):
                 kept = offer_kept(request, "my-kernel" if kernel_before == OWN else kernel_before,
-                                  "-before-the-starter.py", before, "Your text before the starter: download it")
-            progress(None, desc="reading the starter's parameters")
+                                  f"-before-{what.replace(' ', '-').replace('#', '')}.py", before,
+                                  f"Your text before {what}: download it")
             leaving = page.keep_leaving(data)  # edits of a shipped kernel, kept for when the student goes back to it
             data[own_kernel.entry] = None
-            status = (f'<div class="pg-status idle">The starter of {views.esc(ex.title)} is in the editor, its '
-                      f'parameters read from {views.esc(ex.factory)}(...): compile it, then make it faster and '
-                      'Submit.</div>')
-            out = own_kernel.show(data, ex.starter, request, status)
+            out = own_kernel.show(data, source, request, status)
             _, source, c, values, dtype, arch = own_kernel.read(data)
-            sizes = {k: str(v) for k, v in (ex.visible[0] if ex.visible else ex.timed).items() if k in values}
-            if sizes or ex.dtype in c.dtypes:
-                values = {**values, **sizes}
+            given = {k: str(v) for k, v in {**(ex.visible[0] if ex.visible else ex.timed), **tile}.items()
+                     if k in values}
+            if given or ex.dtype in c.dtypes:
+                values = {**values, **given}
                 dtype = ex.dtype if ex.dtype in c.dtypes else dtype
                 out.update(own_kernel.control_outputs(c, values, dtype, data[own_kernel.own]))
                 out.update(page.draft_and_links(OWN, source, c, values, dtype, arch, student_of(request)))
@@ -1000,10 +1035,48 @@ class ClassSection:
             out.update(leaving)
             out[self.kept_draft] = kept
             return {k: v for k, v in out.items() if k is not None}
+
+        def on_starter(data: dict, request: gr.Request, progress=gr.Progress()):
+            """The exercise's starter in the editor (into_editor)."""
+            ex = classroom().exercises_by_name().get(data[self.exercise] or "")
+            if ex is None:
+                return {page.status: '<div class="pg-status idle">Pick an exercise first.</div>'}
+            progress(None, desc="reading the starter's parameters")
+            status = (f'<div class="pg-status idle">The starter of {views.esc(ex.title)} is in the editor, its '
+                      f'parameters read from {views.esc(ex.factory)}(...): compile it, then make it faster and '
+                      'Submit.</div>')
+            return into_editor(data, request, ex, ex.starter, {}, status)
         self.starter_btn.click(on_starter, page.setup | {self.exercise, page.shown, page.edited,
                                                          page.own_kernel.own_draft},
                                page.everything | {self.kept_draft}, cancels=page.jobs, show_progress_on=[page.status],
                                **engine)  # a late answer of the kernel before must not land on it
+
+        def mine(name, request: gr.Request):
+            answer = classroom().my_submissions(user_of(request), name or "")
+            return mine_frame(answer if answer.get("ok") else {})
+        self.mine_section.expand(mine, self.exercise, self.mine_rows, **light)
+        self.exercise.change(mine, self.exercise, self.mine_rows, **light)
+
+        def on_mine(data: dict, request: gr.Request):
+            """One of the student's own submissions back in the editor, its tile parameters in the controls, its
+            exercise picked (so that Check and Submit go to it)."""
+            answer = classroom().my_submission(user_of(request), data[self.mine_id])
+            if not answer.get("ok"):
+                return {page.status: _failed(answer)}
+            ex = classroom().exercises_by_name().get(answer["exercise"])
+            if ex is None:
+                return {page.status: _status("fail", f"submission #{answer['id']} is of {answer['exercise']}, which "
+                                                     "this class no longer offers")}
+            status = _status("idle", f"Your submission #{answer['id']} ({answer['status']}) is in the editor, with "
+                                     "the tile parameters it was sent with.")
+            out = into_editor(data, request, ex, answer["source"], answer.get("params") or {}, status,
+                              f"submission {answer['id']}")
+            out[self.exercise] = ex.name
+            out[self.statement] = statement_md(ex, classroom().extension_of(ex, user_of(request)))
+            return out
+        self.mine_load.click(on_mine, page.setup | {self.mine_id, page.shown, page.edited, page.own_kernel.own_draft},
+                             page.everything | {self.kept_draft, self.exercise, self.statement}, cancels=page.jobs,
+                             show_progress_on=[page.status], **engine)
 
         def reporter(progress):
             def report(what, fraction):
@@ -1029,13 +1102,15 @@ class ClassSection:
             answer = classroom().submit(user_of(request), name, data[page.editor] or "", sent, reporter(progress),
                                         address=client_address(request))
             out[self.submit_answer] = submission_html(answer, sent)
+            out[self.mine_rows] = mine(name, request)
             board = classroom().leaderboard(name, user_of(request)) if name else {}
             if board.get("ok"):
                 out[self.board] = board_update(board, classroom().is_teacher(user_of(request)))
                 out[self.board_note] = views.board_note_html(name, board)
             return out
         self.submit_btn.click(on_submit, page.setup | {self.exercise},
-                              {self.submit_answer, self.board, self.board_note, *page.own_kernel.outputs()},
+                              {self.submit_answer, self.mine_rows, self.board, self.board_note,
+                               *page.own_kernel.outputs()},
                               show_progress_on=[self.submit_answer], **engine)
 
         def on_board(name, who="all", request: gr.Request = None):
@@ -1130,13 +1205,14 @@ class ClassSection:
         def act(method: str, *args, request=None, **kwargs) -> dict:
             return getattr(classroom(), method)(user_of(request), *args, address=client_address(request), **kwargs)
 
-        def listed(pw, ex, request: gr.Request):
-            answer = act("all_submissions", pw, ex, request=request)
+        def listed(pw, ex, student, request: gr.Request):
+            answer = act("all_submissions", pw, ex, student, request=request)
             if not answer.get("ok"):
                 return _failed(answer), submissions_frame({})
-            return _status("ok", f"{len(answer['rows'])} submissions."), submissions_frame(answer)
-        self.teacher_list.click(listed, [self.teacher_pw, self.teacher_ex], [self.teacher_note, self.teacher_rows],
-                                **light)
+            whose = f" of {answer['student']}" if answer.get("student") else ""
+            return _status("ok", f"{len(answer['rows'])} submissions{whose}."), submissions_frame(answer)
+        self.teacher_list.click(listed, [self.teacher_pw, self.teacher_ex, self.teacher_student],
+                                [self.teacher_note, self.teacher_rows], **light)
 
         def opened(pw, sid, request: gr.Request):
             answer = act("open_submission", pw, sid, request=request)
