@@ -60,8 +60,8 @@ def test_a_deadline_is_read_in_its_forms_and_a_time_without_a_zone_is_a_clear_re
                                                                "late_hours = 24\nlate_penalty = 0.25\npoints = 4\n"))
     assert (ok.deadline, ok.late_hours, ok.late_penalty, ok.points) == (NOW, 24.0, 0.25, 4.0)
     assert ok.public()["deadline"] == "2027-01-15T08:00:00+00:00" and ok.public()["late_until"].startswith("2027-01-16")
-    assert "Due 2027-01-15 08:00 UTC; late submissions are taken until 2027-01-16 08:00 UTC, scored 25% less" in \
-        ok.deadline_text()
+    assert ("Due 2027-01-15 09:00 +01:00 (08:00 UTC); late submissions are taken until 2027-01-16 09:00 +01:00 "
+            "(08:00 UTC), scored 25% less") in ok.deadline_text()
     for i, (extra, said) in enumerate((("deadline = 2027-01-15T09:00:00\n", "offset from UTC"),
                                        ("late_hours = 5\n", "a late window needs a deadline"),
                                        ("deadline = 2027-01-15\nlate_penalty = 2\n", "late_penalty must be a number "
@@ -94,6 +94,15 @@ def test_the_exercises_folder_is_a_setting_so_a_containers_volume_can_hold_it(tm
     settings = Settings.from_env({"PLAYGROUND_EXERCISES": str(folder), "PLAYGROUND_DATA": str(tmp_path / "data")})
     assert [e["name"] for e in Classroom(settings).exercises()] == ["vector_add"]
     assert Settings.from_env({}).exercises_dir == ROOT / "exercises"
+
+
+def test_a_deadline_is_shown_in_the_zone_the_teacher_wrote_it_in_with_utc_beside_it(tmp_path):
+    # Written "+01:00" in exercise.toml, it was shown to students in UTC only, an hour off the teacher's words.
+    room = room_for(tmp_path, "deadline = 2027-01-15T09:00:00+01:00\nlate_hours = 24\n")
+    listed = {e["name"]: e for e in room.exercises("Ada")}["vector_add"]
+    assert "Due 2027-01-15 09:00 +01:00 (08:00 UTC)" in listed["deadline_text"]
+    assert "taken until 2027-01-16 09:00 +01:00 (08:00 UTC)" in listed["deadline_text"]
+    assert listed["deadline"] == "2027-01-15T08:00:00+00:00"  # (the API's times stay UTC)
 
 
 def test_a_submission_after_the_late_window_is_refused_kept_and_an_extension_reopens_it_for_one_student(tmp_path):

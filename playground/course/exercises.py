@@ -55,11 +55,23 @@ def parse_time(value, what: str = "a time") -> float:
     return parsed.timestamp()
 
 
-def time_text(when: float | None) -> str:
-    """A time as the page shows it: "2026-03-01 22:59 UTC"."""
+def time_text(when: float | None, zone: dt.tzinfo | None = None) -> str:
+    """A time as the page shows it: "2026-03-01 22:59 UTC", or in the zone the teacher wrote the deadline in with
+    UTC beside it: "2026-03-01 23:59 +01:00 (22:59 UTC)"."""
     if when is None:
         return ""
-    return dt.datetime.fromtimestamp(when, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    utc = dt.datetime.fromtimestamp(when, dt.timezone.utc)
+    local = utc.astimezone(zone) if zone is not None else utc
+    if local.utcoffset() in (None, dt.timedelta(0)):
+        return utc.strftime("%Y-%m-%d %H:%M UTC")
+    offset = local.strftime("%z")
+    return (f"{local.strftime('%Y-%m-%d %H:%M')} {offset[:3]}:{offset[3:]} "
+            f"({utc.strftime('%H:%M' if utc.date() == local.date() else '%Y-%m-%d %H:%M')} UTC)")
+
+
+def zone_of(value) -> dt.tzinfo | None:
+    """The offset a TOML date-time of exercise.toml was written with (None for UTC, a date alone or text)."""
+    return value.tzinfo if isinstance(value, dt.datetime) else None
 
 
 def iso(when: float | None) -> str | None:
@@ -85,6 +97,7 @@ class Exercise:
     late_penalty: float = 0.0       # ... their score less this share
     points: float = POINTS
     agents: bool = True             # agents' submissions taken (the teacher's switch may say otherwise)
+    zone: dt.tzinfo | None = None   # the offset the deadline was written with: the page shows it in that one too
 
     @property
     def problems(self) -> list[dict]:
@@ -116,9 +129,9 @@ class Exercise:
         if deadline is None:
             return ""
         moved = " (moved for you)" if extension is not None else ""
-        text = f"Due {time_text(deadline)}{moved}"
+        text = f"Due {time_text(deadline, self.zone)}{moved}"
         if self.late_hours > 0:
-            text += (f"; late submissions are taken until {time_text(late_until)}, scored "
+            text += (f"; late submissions are taken until {time_text(late_until, self.zone)}, scored "
                      f"{100 * self.late_penalty:g}% less")
         return text + "."
 
@@ -181,7 +194,8 @@ def load_exercise(folder: Path) -> Exercise:
     return Exercise(folder.name, str(title), statement, starter, reference, str(config["factory"]),
                     str(config.get("dtype", "float16")), tuple(config["visible"]), tuple(config["hidden"]),
                     dict(config["timed"]), float(config["target_ms"]) if "target_ms" in config else None,
-                    deadline, late_hours, late_penalty, _number(config, "points", POINTS, folder.name), agents)
+                    deadline, late_hours, late_penalty, _number(config, "points", POINTS, folder.name), agents,
+                    zone_of(config.get("deadline")))
 
 
 def load_exercises(folder: Path = EXERCISES_DIR, left_out: list[str] | None = None) -> dict[str, Exercise]:

@@ -326,7 +326,7 @@ class Classroom:
                 agent: dict | None = None) -> dict:
         deadline, late_until = ex.due(extension)
         until = late_until if ex.late_hours > 0 else deadline
-        answer = error("deadline", f"{ex.title} closed at {time_text(until)}"
+        answer = error("deadline", f"{ex.title} closed at {time_text(until, ex.zone)}"
                                    + (" (the deadline the teacher moved for you)" if extension is not None else "")
                                    + ": submissions are no longer taken. Ask your teacher if you need more time.")
         if self._late.take(student, self.LATE) is None:  # (a script submitting in a loop fills no disk)
