@@ -82,13 +82,11 @@ def print_human(result: dict) -> None:
 
 
 def backup(settings, dest: Path) -> int:
-    """Copy the class's database while the server may be running (Database.backup), and say what it holds."""
-    from .store.db import FILE_NAME, Database, StoreError
-    if not (Path(settings.data_dir) / FILE_NAME).exists():
-        print(f"no class database in {settings.data_dir} (PLAYGROUND_DATA): nothing to back up", file=sys.stderr)
-        return 1
+    """Copy the class's database while the server may be running (store.db.backup), and say what it holds."""
+    from .store.db import FILE_NAME, StoreError
+    from .store.db import backup as copy_database
     try:
-        written = Database(settings.data_dir).backup(dest)
+        written = copy_database(settings.data_dir, dest)
     except StoreError as exc:
         print(exc, file=sys.stderr)
         return 1

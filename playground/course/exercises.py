@@ -205,7 +205,9 @@ def load_exercises(folder: Path = EXERCISES_DIR, left_out: list[str] | None = No
     for sub in sorted(Path(folder).glob("*/exercise.toml")):
         try:
             ex = load_exercise(sub.parent)
-        except ExerciseError as exc:
+        except Exception as exc:  # (a file not in UTF-8, a .py too deep to parse: one folder left out, not all)
+            if not isinstance(exc, ExerciseError):
+                exc = ExerciseError(f"{sub.parent.name}: {type(exc).__name__}: {str(exc)[:200]}")
             log.warning("exercise left out: %s", exc)
             if left_out is not None:
                 left_out.append(str(exc))

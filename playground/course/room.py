@@ -446,7 +446,11 @@ class Classroom:
                 "rows": [{**{k: r.get(k) for k in self.MINE_SHOWN}, "off_board": bool(r.get("flag"))} for r in rows]}
 
     def my_submission(self, student: str | None, submission_id) -> dict:
-        """One of the student's own submissions with its code and tile parameters (to put back in the editor)."""
+        """One of the student's own submissions with its code and tile parameters (to put back in the editor). Not
+        where the class password takes any name: there a name is no one's own, and its code would be anyone's."""
+        if self.names_are_free():
+            return error("permission", "with the class password any name logs in, so a submission's code is shown "
+                                       "to no one but the teacher; your teacher can give you a password of your own")
         name, sid = user_name(student), _submission_id(submission_id)
         found = self.store.submission(sid) if name and sid is not None else None
         if found is None or found["student"] != name:  # (another's is "not yours" as much as a missing one)
@@ -728,16 +732,19 @@ class Classroom:
         with self._sessions_lock:
             self._sessions[token] = credential
             if len(self._sessions) > 10000:  # sessions Gradio has ended (a logout) are forgotten
-                tokens = getattr(app, "tokens", {})
-                self._sessions = {t: c for t, c in self._sessions.items() if t in tokens}
+                held = set(dict.keys(getattr(app, "tokens", {})))  # (those in memory: no kept one looked up here)
+                self._sessions = {t: c for t, c in self._sessions.items() if t in held}
         if not self.may_stay(username, credential):
             getattr(app, "tokens", {}).pop(token, None)
             self.session_ended(token)
             return
         if credential in (None, TEACHER_LOGIN, CLASS_LOGIN):  # (0005_sessions.sql says why those are not kept)
             return
+        if not dict.__contains__(getattr(app, "tokens", {}), token):  # logged out already
+            return
         try:
-            self.store.keep_session(session_digest(token), username, credential)
+            self.store.keep_session(session_digest(token), username, credential,
+                                    older_than=time.time() - self.SESSION_DAYS * 86400)
         except (StoreError, ValueError):
             log.exception("a login session could not be kept for a restart (it lasts until one)")
 
@@ -756,7 +763,8 @@ class Classroom:
             if row is None:
                 return None
             user = row["user"]
-            if (self.clock() - row["created_at"] > self.SESSION_DAYS * 86400 or not self.has_roster() or
+            if (time.time() - row["created_at"] > self.SESSION_DAYS * 86400 or not self.has_roster() or
+                    user_name(user).lower() == TEACHER or
                     not self.may_stay(user, row["credential"])):
                 self.store.forget_session(digest)
                 return None

@@ -6,7 +6,7 @@ import csv
 import io
 import secrets
 
-from .access import TEACHER, user_name
+from .access import NAME_LIMIT, TEACHER, spreadsheet_safe, user_name
 
 
 # A first row naming one of these columns is a header, the names read from that column (a CSV of a school's
@@ -23,7 +23,8 @@ NOT_A_STUDENT = ("points possible",)  # the row under a Canvas gradebook export'
 def read(roster_csv: str) -> tuple[list[str], str | None, str]:
     """The names of a pasted roster, each once, or why there are none, and where they were read from (for the
     preview: "the column 'Student'", "the first column")."""
-    rows = [r for r in csv.reader(io.StringIO(str(roster_csv or ""))) if any(c.strip() for c in r)]
+    text = str(roster_csv or "").lstrip("\ufeff")  # (a byte-order mark, as a spreadsheet's CSV may begin)
+    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
     head = [" ".join(c.split()).lower() for c in rows[0]] if rows else []
     named = [i for i, c in enumerate(head) if c in NAME_HEADERS]
     first = [i for i, c in enumerate(head) if c in FIRST_HEADERS]
@@ -44,6 +45,9 @@ def read(roster_csv: str) -> tuple[list[str], str | None, str]:
             continue
         if name.lower() == TEACHER:
             return [], "'teacher' is the teacher's user name; rename that student", where
+        if len(name) > NAME_LIMIT or not name.isprintable():  # (a login refuses both: a name no one could use)
+            return [], (f"{name[:40]!r} cannot log in: a name is at most {NAME_LIMIT} printable characters "
+                        "(no zero-width or control characters)"), where
         if name not in names:
             names.append(name)
     if not names:
@@ -65,7 +69,8 @@ def passwords_csv(passwords: dict[str, str]) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["name", "password"])
-    writer.writerows(passwords.items())
+    writer.writerows((spreadsheet_safe(name), password) for name, password in passwords.items())  # (a name
+    # "=WEBSERVICE(...)" from a school's export would run as a formula where the teacher opens the passwords)
     return out.getvalue()
 
 

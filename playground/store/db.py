@@ -30,6 +30,40 @@ class StoreError(Exception):
     """A write the database refused (a CHECK constraint, a duplicate) or a database it cannot open."""
 
 
+def backup(data_dir: str | os.PathLike, dest: str | os.PathLike) -> Path:
+    """A consistent copy of the class's database, taken while the server runs, in one new file at `dest` (0600: it
+    holds the password hashes and the server's keys). Copying the file itself is not one: in WAL mode the recent
+    writes are in the -wal file beside it until a checkpoint. SQLite's online backup copies the pages as one read
+    transaction sees them, and writers go on meanwhile. The database is opened read-only (no migration of a newer
+    version runs under an older server), and `dest` may be neither in the data folder nor a file that exists."""
+    source, dest = Path(data_dir) / FILE_NAME, Path(dest)
+    if not source.is_file():
+        raise StoreError(f"no class database in {data_dir}: nothing to back up")
+    if dest.resolve().parent == source.resolve().parent:
+        raise StoreError(f"the backup must go outside the data folder {source.parent} (a file there, its -wal "
+                         "included, is the database's own)")
+    if dest.exists():
+        raise StoreError(f"{dest} exists: name a new file (a backup never overwrites one)")
+    tmp = dest.with_name(dest.name + ".part")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        out = sqlite3.connect(tmp)
+        try:
+            with contextlib.closing(sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)) as live:
+                live.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                live.backup(out)
+            out.execute("PRAGMA journal_mode = DELETE")  # one file, readable without the server's -wal
+        finally:
+            out.close()
+        os.replace(tmp, dest)  # a backup interrupted half-way never stands in for a whole one
+    except (OSError, sqlite3.DatabaseError) as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise StoreError(f"the backup to {dest} failed: {exc}") from None
+    return dest
+
+
 def migrations() -> list[tuple[int, Path]]:
     """[(version, file)] in order, from the files named NNNN_what.sql."""
     found = []
@@ -86,30 +120,6 @@ class Database:
         if conn is not None and self._local.pid == os.getpid():
             conn.close()
         self._local.conn = None
-
-    def backup(self, dest: str | os.PathLike) -> Path:
-        """A consistent copy of the whole database, taken while the server runs, in one file at `dest` (not in
-        use: it is replaced). Copying the file itself is not one: in WAL mode the recent writes are in the -wal
-        file beside it until a checkpoint. SQLite's online backup copies the pages as one read transaction sees
-        them, and writers go on meanwhile."""
-        dest = Path(dest)
-        if dest.resolve() == self.path.resolve():
-            raise StoreError("the backup must go to another file than the database itself")
-        tmp = dest.with_name(dest.name + ".part")
-        try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            tmp.unlink(missing_ok=True)
-            out = sqlite3.connect(tmp)
-            try:
-                self.conn.backup(out)
-                out.execute("PRAGMA journal_mode = DELETE")  # one file, readable without the server's -wal
-            finally:
-                out.close()
-            os.replace(tmp, dest)  # a backup interrupted half-way never stands in for a whole one
-        except (OSError, sqlite3.DatabaseError) as exc:
-            tmp.unlink(missing_ok=True)
-            raise StoreError(f"the backup to {dest} failed: {exc}") from None
-        return dest
 
     @contextlib.contextmanager
     def transaction(self):

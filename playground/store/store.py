@@ -286,14 +286,19 @@ class Store:
         return bytes(row["value"])
 
     # -- login sessions kept across restarts (0005_sessions.sql) ---------------------------------------------------
-    SESSIONS_KEPT = 10000  # the newest; an older one logs in again
+    SESSIONS_PER_USER = 8  # a student's newest (their browsers); an older one logs in again after a restart
 
-    def keep_session(self, digest: str, user: str, credential: str) -> None:
+    def keep_session(self, digest: str, user: str, credential: str, older_than: float) -> None:
+        """Keep one session; a student's beyond their newest SESSIONS_PER_USER, and any opened before `older_than`,
+        go (each student's logins push out only their own: both deletes walk an index)."""
+        name = clean_name(user)
         with self.db.transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO sessions (digest, user, credential, created_at) VALUES (?, ?, ?, ?)",
-                         (digest, clean_name(user), credential, time.time()))
-            conn.execute("DELETE FROM sessions WHERE digest NOT IN (SELECT digest FROM sessions ORDER BY created_at "
-                         "DESC LIMIT ?)", (self.SESSIONS_KEPT,))
+                         (digest, name, credential, time.time()))
+            conn.execute("DELETE FROM sessions WHERE user = ? AND created_at < (SELECT created_at FROM sessions "
+                         "WHERE user = ? ORDER BY created_at DESC LIMIT 1 OFFSET ?)",
+                         (name, name, self.SESSIONS_PER_USER - 1))
+            conn.execute("DELETE FROM sessions WHERE created_at < ?", (older_than,))
 
     def kept_session(self, digest: str) -> dict | None:
         row = self.db.one("SELECT user, credential, created_at FROM sessions WHERE digest = ?", (digest,))

@@ -271,8 +271,8 @@ class LoginThrottle:
                 classroom.LOGIN_SEEN.reset(seen)
             if status.get("code") == 200:
                 self.succeeded(address, name, stamp, device)
-                if room is not None and token:
-                    room.session_opened(app, token[0], name.strip(), credential)
+                if room is not None and token:  # (a database write: off the event loop, as the login's hash is)
+                    await asyncio.to_thread(room.session_opened, app, token[0], name.strip(), credential)
         return guarded
 
 

@@ -10,4 +10,5 @@ CREATE TABLE sessions (
     credential  TEXT NOT NULL,
     created_at  REAL NOT NULL
 );
-CREATE INDEX sessions_by_user ON sessions (user);
+CREATE INDEX sessions_by_user ON sessions (user, created_at);
+CREATE INDEX sessions_by_age ON sessions (created_at);
