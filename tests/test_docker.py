@@ -233,14 +233,15 @@ def test_the_data_volume_is_the_apps_to_write(container):
 @pytest.mark.image
 def test_the_readmes_backup_command_copies_the_class_database_while_the_server_runs(container):
     name, _, data = container
-    # (this container runs without class settings, so no class database yet: one student makes it, as an import does)
-    made = in_container(name, ".venv/bin/python", "-c",
-                        "from playground.store import Store; Store('/data').add_students({'Ada Lovelace': 'pw'})")
+    # (this container runs without class settings, so it has no class database yet: a share link, as the page's
+    # Share makes one, makes it; no roster, which would change the logins of the tests after this one)
+    made = in_container(name, ".venv/bin/python", "-c", "from playground.store import Store; "
+                        "print(Store('/data').put_share('gemm', '# kept\\n', {}))")
     assert made.returncode == 0, made.stderr
     ran = in_container(name, ".venv/bin/python", "-m", "playground", "backup", "/data/backups/2027-01-15.sqlite3")
-    assert ran.returncode == 0 and "1 students on the roster" in ran.stdout, ran.stdout + ran.stderr
+    assert ran.returncode == 0 and "0 students on the roster" in ran.stdout, ran.stdout + ran.stderr
     copy = sqlite3.connect(Path(data) / "backups" / "2027-01-15.sqlite3")
-    assert copy.execute("SELECT name FROM students").fetchall() == [("Ada Lovelace",)]
+    assert copy.execute("SELECT count(*) FROM shares").fetchone()[0] == 1
     copy.close()
 
 
