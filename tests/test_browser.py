@@ -200,7 +200,9 @@ def test_ctrl_enter_compiles_and_ctrl_shift_enter_runs_from_inside_the_editor(pa
 def test_switching_kernel_mid_compile_drops_the_old_kernels_answer(page, url):
     n = next(UNCOMPILED_SIZES)  # a size never compiled: a real compile, seconds long (nvcc runs)
     open_page(page, url, f"?kernel=vector_add&N={n}")
-    type_at_top(page, f"# not in the cache: {n}\n")
+    # ... and made longer still by the file itself, so that the switch below comes while it runs, however busy the
+    # machine (a compile that ended before the switch was answered, as it should be, and failed this test)
+    type_at_top(page, f"import time; time.sleep(6)  # not in the cache: {n}\n")
     page.click("#pg-compile")
     page.wait_for_function("() => /queued|starting|importing|lowering|nvcc/.test("
                            "document.querySelector('#pg-status').innerText)")  # under way
