@@ -371,6 +371,7 @@ def test_a_term_as_a_teacher_and_two_students(term):
 
     # -- a board reset asks first, and can be undone --------------------------------------------------------------
     teacher_tab(teacher, "Board and deadlines")
+    teacher.locator("#pg-teacher-csv").wait_for(state="hidden")  # the export's file stays with its tab
     assert "hides its 1 entry" in click_and_note(teacher, "#pg-board-reset")
     assert room.leaderboard("vector_add")["rows"], "nothing reset before the teacher confirms"
     assert "empty again" in click_and_note(teacher, "#pg-board-reset-confirm")

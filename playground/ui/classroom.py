@@ -822,7 +822,7 @@ class ClassSection:
             # click: each export came one click late, the first none at all).
             self.teacher_csv_file = gr.File(label="Download", visible=False, interactive=False,
                                             elem_id="pg-teacher-csv")
-            with gr.Tabs(elem_id="pg-teacher-tabs"):
+            with gr.Tabs(elem_id="pg-teacher-tabs") as self.teacher_tabs:
                 with gr.Tab("Submissions", id="t-submissions"):
                     with gr.Row():
                         self.teacher_student = gr.Textbox("", label="Of one student (empty: everyone)",
@@ -1178,6 +1178,8 @@ class ClassSection:
             shown = classroom().shows_teacher_view(user_of(request))
             return gr.update(visible=shown, **({"open": True} if rerun_of(request) else {}))
         demo.load(teacher_view, None, self.teacher, **light)
+        # the last export's file belongs to the tab that made it: another tab does not offer it
+        self.teacher_tabs.select(lambda: gr.update(visible=False), None, self.teacher_csv_file, **light)
 
         def exercises_note(pw, request: gr.Request):
             answer = act("left_out_exercises", pw, request=request)
