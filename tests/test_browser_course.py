@@ -255,14 +255,15 @@ def test_a_term_as_a_teacher_and_two_students(term):
     subs = {s["student"]: s for s in room.store.submissions("vector_add", with_source=True)}
     assert subs["Ada"]["params"] == {"block_N": 2048} and "ada_blocks" in subs["Ada"]["source"]
 
-    # -- Ada: her submission back in the editor, from her own list, over the starter -------------------------------
-    the_starter(ada)
+    # -- Ada: her submission back in the editor from her own list, with the tile parameter it was sent with --------
+    type_value(ada, slot(ada, "block_N"), "1024")
     open_section(ada, "pg-mine")
     wait_text(ada, "#pg-mine-rows", "block_N=2048")
     assert "GRACE" not in table_text(ada, "#pg-mine-rows").upper()
     set_textbox(ada, "pg-mine-id", str(subs["Ada"]["id"]))
     sending(ada, lambda: ada.click("#pg-mine-load"))
-    wait_text(ada, "#pg-editor .cm-content", "ada_blocks")
+    wait_text(ada, "#pg-status", f"Your submission #{subs['Ada']['id']}")
+    assert "ada_blocks" in ada.inner_text("#pg-editor .cm-content")
     assert slot(ada, "block_N").locator("input").input_value() == "2048"
 
     # -- the deadline passes (and its late window): Grace is refused, until the teacher moves it for her --------
