@@ -198,21 +198,46 @@ def load_exercise(folder: Path) -> Exercise:
                     zone_of(config.get("deadline")))
 
 
+# Each folder read, by what its files were when it was: the lists are asked for on many requests (the page's note
+# on every own kernel's controls, each student's list), and a folder is parsed again only once a file of it changes.
+_READ: dict[Path, tuple[tuple, Exercise | ExerciseError]] = {}
+
+
+def _files_now(folder: Path) -> tuple:
+    return tuple((f.name, st.st_mtime_ns, st.st_size) for f in sorted(folder.iterdir()) if f.is_file()
+                 for st in (f.stat(),))
+
+
+def _read_folder(folder: Path) -> Exercise | ExerciseError:
+    """The folder's exercise, or why it is left out (logged when the folder is read, not at each look)."""
+    try:
+        now = _files_now(folder)
+    except OSError as exc:
+        return ExerciseError(f"{folder.name}: {exc}")
+    kept = _READ.get(folder)
+    if kept is not None and kept[0] == now:
+        return kept[1]
+    try:
+        read: Exercise | ExerciseError = load_exercise(folder)
+    except Exception as exc:  # (a file not in UTF-8, a .py too deep to parse: one folder left out, not all)
+        read = exc if isinstance(exc, ExerciseError) else \
+            ExerciseError(f"{folder.name}: {type(exc).__name__}: {str(exc)[:200]}")
+        log.warning("exercise left out: %s", read)
+    _READ[folder] = (now, read)
+    return read
+
+
 def load_exercises(folder: Path = EXERCISES_DIR, left_out: list[str] | None = None) -> dict[str, Exercise]:
     """Every exercise folder that loads; one that does not is left out (a teacher still writing it), and why goes to
     the log and to `left_out` (the teacher's view shows it)."""
     found = {}
     for sub in sorted(Path(folder).glob("*/exercise.toml")):
-        try:
-            ex = load_exercise(sub.parent)
-        except Exception as exc:  # (a file not in UTF-8, a .py too deep to parse: one folder left out, not all)
-            if not isinstance(exc, ExerciseError):
-                exc = ExerciseError(f"{sub.parent.name}: {type(exc).__name__}: {str(exc)[:200]}")
-            log.warning("exercise left out: %s", exc)
+        read = _read_folder(sub.parent)
+        if isinstance(read, ExerciseError):
             if left_out is not None:
-                left_out.append(str(exc))
+                left_out.append(str(read))
             continue
-        found[ex.name] = ex
+        found[read.name] = read
     return found
 
 

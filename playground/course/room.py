@@ -888,8 +888,8 @@ class Classroom:
                             + ("; " + "; ".join(told) if told else "") + ".")}
 
     def import_roster(self, username, teacher_password, roster_csv: str, address: str | None = None) -> dict:
-        """A CSV of names (roster.read: a column of names, else the first column) → a new password for each, stored hashed; the
-        passwords are in the answer only, for the teacher to hand out."""
+        """A CSV of names (roster.read: a column of names, else the first column) → a new password for each,
+        stored hashed; the passwords are in the answer only, for the teacher to hand out."""
         if (refused := self._teacher_only(username, teacher_password, address)) is not None:
             return refused
         names, why = rosters.names_in(roster_csv)

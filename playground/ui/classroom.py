@@ -543,7 +543,7 @@ def mine_frame(answer: dict):
     """A student's own submissions (Classroom.my_submissions) as the Exercise section's table."""
     import pandas as pd
     columns = ["#", "exercise", "submitted (UTC)", "result", "time (ms)", "speedup", "late", "tile parameters"]
-    rows = [[r["id"], r["exercise"], time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["created_at"])),
+    rows = [[r["id"], r["exercise"], _utc(r["created_at"]),
              r["status"] + (" (off the board)" if r.get("off_board") else ""),
              None if r["median_ms"] is None else round(r["median_ms"], 4),
              None if r.get("speedup") is None else round(r["speedup"], 2), "late" if r.get("late") else "",
@@ -859,7 +859,8 @@ class ClassSection:
                                                     elem_id="pg-roster-remove")
                         self.new_pw_btn = gr.Button("Give a new password", size="sm", scale=1,
                                                     elem_id="pg-roster-newpw")
-                    self.roster = gr.Textbox("", label="Roster: one name a line, or a CSV with a 'name' (or 'Student') column",
+                    self.roster = gr.Textbox("", label="Roster: one name a line, or a CSV with a 'name' (or "
+                                                       "'Student') column",
                                              lines=4, elem_id="pg-roster-text")
                     self.roster_btn = gr.Button("Import the roster and make passwords…", size="sm",
                                                 elem_id="pg-roster-import")
@@ -877,7 +878,8 @@ class ClassSection:
                                                     elem_id="pg-board-reset-undo")
                     with gr.Row():
                         self.extend_student = gr.Textbox("", label="Student", scale=2, elem_id="pg-extend-student")
-                        self.extend_until = gr.Textbox("", label="New deadline (YYYY-MM-DD HH:MM, UTC; empty: back to the exercise's)", scale=2,
+                        self.extend_until = gr.Textbox("", label="New deadline (YYYY-MM-DD HH:MM, UTC; empty: back "
+                                                                 "to the exercise's)", scale=2,
                                                        elem_id="pg-extend-until")
                         self.extend_btn = gr.Button("Move the deadline for this student", size="sm", scale=1,
                                                     elem_id="pg-extend")
