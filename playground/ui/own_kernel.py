@@ -335,10 +335,10 @@ class OwnKernel:
         if described is None or not mostly_new(described, source):
             return {}
         d, out = self.refresh(data, session_of(request))
-        if d.get("ok"):
-            out[page.status] = (f'<div class="pg-status idle">Read the parameters of the new text: '
-                                f'{views.esc(d.get("name") or "")}, {len(d.get("parameters") or [])} argument(s).'
-                                "</div>")
+        if d.get("ok"):  # (said beside the controls it changed: the status line is the engine's, see wire)
+            out[page.params_note] = (f'<p class="pg-pasted">Read the parameters of the new text: '
+                                     f'{views.esc(d.get("name") or "")}, {len(d.get("parameters") or [])} '
+                                     f'argument(s).</p>' + str(out.get(page.params_note) or ""))
         return out
 
     def on_select(self, data: dict, request) -> dict:
@@ -441,12 +441,14 @@ class OwnKernel:
 
         def replaced_text(data: dict, request: gr.Request):
             # (nothing to change is said with one output left as it is: an empty dict would be read as one value)
-            return self.on_replaced_text(data, request) or {page.status: gr.skip()}
+            return self.on_replaced_text(data, request) or {page.params_note: gr.skip()}
         # Outside the engine's concurrency group, like the page's other handler of each edit: a keystroke must not
         # wait for a classmate's compile, nor hold a compile's slot. Most edits answer from a comparison of lines; a
         # paste's reading of the parameters is a job, and the job layer counts it against the student's limits.
-        # (no progress drawn: a small edit answers nothing, and the status line is the typist's)
-        page.editor.input(replaced_text, page.setup, self.outputs(), trigger_mode="always_last",
+        # Not the status line among its outputs: Gradio marks every output of an event pending while it runs, and a
+        # keystroke's event, fired again and again while typing (always_last), has left the status line's tracker
+        # pending after the compile that followed it had answered.
+        page.editor.input(replaced_text, page.setup, self.outputs() - {page.status}, trigger_mode="always_last",
                           concurrency_limit=None, show_progress="hidden", api_visibility="private")
 
     def outputs(self) -> set:
