@@ -20,7 +20,7 @@ def load_test_module():
 @pytest.mark.skipif(not APP.exists(), reason="app.py is not there yet")
 @pytest.mark.timeout(600)
 def test_a_few_sessions_compile_at_once_without_failures_or_leaks():
-    report = load_test_module().run(sessions=4, seconds=20, out=None)
+    report = load_test_module().run(sessions=4, seconds=10, out=None)
     assert report["requests"] >= 4
     assert report["failed"] == 0, report["failures"]
     log_tail = Path(report["app_log"]).read_text()[-3000:]
