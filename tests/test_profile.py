@@ -213,6 +213,18 @@ def test_stalls_and_memcheck_errors_in_a_schedule_kept_in_an_imported_module_nam
     assert where in page and "pg-src-link" not in page.split(where)[0][-80:]
 
 
+def test_a_memcheck_answer_the_users_code_wrote_shows_its_markup_as_text():
+    """The memcheck job imports the user's file, and code run at its import can write the job's answer: a teacher
+    who opens a student's link and clicks Check memory must not run the student's script. Every field is text."""
+    from playground.ui.profile_view import memcheck_html
+    tag = '<img src=x onerror="window.pwned=1">'
+    forged = {"ok": True, "runs": [{"tool": tag, "guards": True, "problems": [{tag: tag}], "error_count": tag,
+                                    "errors": [{"line": tag, "code": tag, "message": tag, "thread": tag,
+                                                "block": tag, "details": [tag]}]}]}
+    page = memcheck_html(forged)
+    assert "<img" not in page and "&lt;img" in page, page
+
+
 def test_a_racecheck_hazard_and_a_clean_run_parse():
     log = """========= COMPUTE-SANITIZER
 ========= Error: Race reported between Write access at main_kernel+0x2d0 in /job/tmp/k/tvm_kernels.cu:30

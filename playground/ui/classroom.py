@@ -468,7 +468,7 @@ def submission_html(answer: dict, sent: dict | None = None) -> str:
               f" — target {answer['target_ms']:g} ms {'met' if answer.get('met_target') else 'not met yet'}")
     late = " In the late window: its score takes the late penalty." if answer.get("late") else ""
     return (f'<div class="pg-status ok" id="pg-submit-answer"><b>Accepted</b>: {answer["median_ms"]:.4f} ms at '
-            f'{_esc(answer["timed_at"])}{sol}{speed}{target}; rank {answer.get("rank")} on the board.{late}'
+            f'{_esc(answer["timed_at"])}{sol}{speed}{target}; rank {_esc(answer.get("rank"))} on the board.{late}'
             f'{with_params}{checks}</div>')
 
 
@@ -588,7 +588,7 @@ def progress_html(answer: dict) -> str:
         best = "" if s["best_sol_percent"] is None else f"{s['best_sol_percent']:.1f}%"
         last = s["last_error"] or {}
         error_text = f"{last.get('stage') or ''}: {last.get('message') or ''}" if last else ""
-        rows.append(f"<tr><td>{_esc(s['student'])}</td><td>{s['events']}</td><td>{s['errors']}</td>"
+        rows.append(f"<tr><td>{_esc(s['student'])}</td><td>{_esc(s['events'])}</td><td>{_esc(s['errors'])}</td>"
                     f"<td>{wait}</td><td>{best}</td><td>{'stuck' if s['stuck'] else ''}</td>"
                     f"<td>{_esc(error_text)}</td></tr>")
     stuck = answer.get("stuck") or []

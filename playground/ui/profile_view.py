@@ -133,6 +133,7 @@ def memcheck_html(result: dict | None) -> str:
     if not result.get("ok"):
         return _error(result, "Memory check")
     out = []
+    # (every field escaped: the answer comes from the job that imported the user's code, which can write it)
     for run in result.get("runs") or []:
         what = run["tool"] + ("" if run["guards"] else " without TileLang's automatic bounds guards")
         shapes = "; ".join(", ".join(f"{k}={v}" for k, v in p.items()) for p in run.get("problems") or [])
@@ -143,7 +144,7 @@ def memcheck_html(result: dict | None) -> str:
                  f"<code>{_esc(e.get('code'))}</code>", _esc(e["message"]),
                  _esc(f"thread {e['thread']} block {e['block']}" if e.get("thread") else ""),
                  "<br>".join(_esc(d) for d in e.get("details", [])[:3])] for e in run["errors"][:20]]
-        out.append(f'<div class="pg-status fail">{_esc(what)}: {run["error_count"]} error(s) ({_esc(shapes)})</div>')
+        out.append(f'<div class="pg-status fail">{_esc(what)}: {_esc(run["error_count"])} error(s) ({_esc(shapes)})</div>')
         out.append(_table(["line", "source", "error", "where", "details"], rows, "pg-memcheck"))
     if any(not r["guards"] and r["error_count"] for r in result.get("runs") or []) and \
             not any(r["guards"] and r["tool"] == "memcheck" and r["error_count"] for r in result.get("runs") or []):
