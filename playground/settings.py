@@ -57,6 +57,9 @@ class Settings:
                                          "a file whose first line is the password (a Docker secret); an empty or "
                                          "unreadable one stops the server", "unset")
     ui_queue: int = setting(256, "PLAYGROUND_UI_QUEUE", "requests Gradio's own queue holds before it refuses more")
+    request_bytes: int = setting(8 * MiB, "PLAYGROUND_REQUEST_BYTES",
+                                 "bytes of one request's body the server reads; a larger one is answered 413 before "
+                                 "anything parses it (a page's event carries a few sources of at most 256 KiB)")
     ui_concurrency: int = setting(64, "PLAYGROUND_UI_CONCURRENCY",
                                   "engine requests the page hands the job layer at once (the job layer queues "
                                   "CPU and GPU work itself)")

@@ -501,6 +501,30 @@ def test_fifty_wrong_passwords_at_once_are_slowed_then_answered_429(class_page):
                       timeout=60).status_code == 429
 
 
+def test_a_body_over_the_request_limit_is_answered_413_unread_and_the_server_stays_responsive(class_page):
+    """Gradio parsed a body whole before asking for a login: one anonymous 300 MiB POST held every student's page for
+    seconds and its memory stayed. Now the declared length is refused unread, a chunked body is cut at the limit, and
+    an event of normal size is still read."""
+    import httpx
+    from playground.settings import current
+    limit = current().request_bytes
+    base = class_page
+    rss = psutil.Process().memory_info().rss
+    declared = httpx.post(base + "/gradio_api/queue/join", content=b"x" * (limit + 1),
+                          headers={"content-type": "application/json"}, timeout=60)
+    assert declared.status_code == 413 and "limited" in declared.json()["error"]
+
+    def chunks():  # no content-length: counted as it comes
+        for _ in range(limit // (1 << 20) + 2):
+            yield b"y" * (1 << 20)
+    chunked = httpx.post(base + "/gradio_api/queue/join", content=chunks(), timeout=60)
+    assert chunked.status_code == 413
+    assert psutil.Process().memory_info().rss - rss < 4 * limit, "what was refused was not held"
+    small = httpx.post(base + "/gradio_api/queue/join", json={"data": ["z" * 300_000], "fn_index": 0}, timeout=60)
+    assert small.status_code == 401, small.text  # read, then refused for what it is: no login
+    assert httpx.get(base + "/health", timeout=10).json()["ok"]
+
+
 # -- per-student limits (threat model: "limits keyed on a session id the client chooses") ---------------------------
 def _request(address: str, session: str, username: str | None = None):
     import gradio as gr

@@ -7,6 +7,7 @@ import collections
 import hashlib
 import hmac
 import inspect
+import json
 import logging
 import math
 import os
@@ -362,12 +363,23 @@ class PeerAddress:
     and classroom.client_address read) set by classroom.resolve_client, the one rule: the connection's peer, or
     where that is a trusted proxy (Settings.trusted_proxies) the address it forwards. Uvicorn's own layer, which
     believes X-Forwarded-For from loopback by default (so `ssh -L` and any same-host process could claim any
-    address), believes nobody once this is in place (trust_only)."""
+    address), believes nobody once this is in place (trust_only).
 
-    def __init__(self, app, trusted: tuple):
-        self.app, self.trusted = app, tuple(trusted)
+    It also bounds each request's body (`max_body`, Settings.request_bytes): Gradio reads and parses a body whole
+    before it asks whether the sender is logged in, so one anonymous POST of 300 MiB held the event loop for
+    seconds and the server's memory for good. A larger declared length is answered 413 unread; a body without one
+    (chunked) is counted as it comes, and at the limit the app is told the client left and the sender gets 413."""
+
+    def __init__(self, app, trusted: tuple, max_body: int | None = None):
+        self.app, self.trusted, self.max_body = app, tuple(trusted), max_body
 
     async def __call__(self, scope, receive, send):
+        if scope.get("type") == "http" and self.max_body:
+            declared = [v for k, v in scope.get("headers") or [] if k == b"content-length"]
+            if declared and (not declared[0].strip().isdigit() or int(declared[0]) > self.max_body):
+                await self._too_large(send)
+                return
+            receive, send = self._counted(receive, send)
         if scope.get("type") in ("http", "websocket") and PEER not in scope:
             peer = scope.get("client") or ("unknown", 0)
             forwarded = [v.decode("latin-1") for k, v in scope.get("headers") or [] if k == b"x-forwarded-for"]
@@ -381,8 +393,37 @@ class PeerAddress:
                     scope["scheme"] = proto if scope["type"] == "http" else proto.replace("http", "ws")
         await self.app(scope, receive, send)
 
+    async def _too_large(self, send) -> None:
+        body = json.dumps({"error": f"a request's body is limited to {self.max_body // 1024} KiB"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
 
-def trust_only(demo: gr.Blocks, trusted: tuple) -> bool:
+    def _counted(self, receive, send):
+        state = {"read": 0, "refused": False, "answered": False}
+
+        async def counted_receive():
+            message = await receive()
+            if message.get("type") == "http.request" and not state["refused"]:
+                state["read"] += len(message.get("body") or b"")
+                if state["read"] > self.max_body:
+                    state["refused"] = True
+                    if not state["answered"]:
+                        state["answered"] = True
+                        await self._too_large(send)
+            return {"type": "http.disconnect"} if state["refused"] else message
+
+        async def guarded_send(message):
+            if state["refused"]:
+                return  # (the 413 is the answer; what the app says after being told the client left is dropped)
+            if message.get("type") == "http.response.start":
+                state["answered"] = True
+            await send(message)
+        return counted_receive, guarded_send
+
+
+def trust_only(demo: gr.Blocks, trusted: tuple, max_body: int | None = None) -> bool:
     """Put PeerAddress in front of the running server of `demo`; False (logged) where there is none to wrap."""
     config = getattr(getattr(demo, "server", None), "config", None)
     outer = getattr(config, "loaded_app", None)
@@ -397,9 +438,9 @@ def trust_only(demo: gr.Blocks, trusted: tuple) -> bool:
         ProxyHeadersMiddleware = ()
     if ProxyHeadersMiddleware and isinstance(outer, ProxyHeadersMiddleware):
         outer.trusted_hosts = ()  # uvicorn's layer (shared by every connection, open or to come) believes nobody
-        outer.app = PeerAddress(outer.app, trusted)
+        outer.app = PeerAddress(outer.app, trusted, max_body)
     else:
-        config.loaded_app = PeerAddress(outer, trusted)
+        config.loaded_app = PeerAddress(outer, trusted, max_body)
     return True
 
 
@@ -525,7 +566,7 @@ def protect(demo: gr.Blocks, app, room: classroom.Classroom, throttle: LoginThro
     line told again after one; the MCP tools offered (mcp_tools.expose) and their routes behind the agents' tokens
     (guard_mcp); Gradio's upload route refused (refuse_uploads); the roster's students' sessions kept across restarts
     (keep_sessions_across_restarts)."""
-    trust_only(demo, room.settings.trusted_proxy_networks())
+    trust_only(demo, room.settings.trusted_proxy_networks(), room.settings.request_bytes)
     add_health_route(app)
     refuse_uploads(app)
     guard_mcp(app, room)
