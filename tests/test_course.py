@@ -335,6 +335,11 @@ def test_a_name_on_the_boards_is_limited_checked_and_never_someone_elses(tmp_pat
         assert not answer["ok"] and said in answer["error"]["message"], (bad, answer)
     assert room.set_alias("Ada", "  Speedy   A ")["alias"] == "Speedy A"
     assert "another student shows" in room.set_alias("Grace", "speedy a")["error"]["message"]
+    # the same name to the eye: full-width letters (NFKC), a case only Unicode folds
+    accepted(room, "Linus")
+    assert "another student shows" in room.set_alias("Linus", "Ｓpeedy A")["error"]["message"]
+    assert room.set_alias("Grace", "Émile")["ok"] and "another student shows" in room.set_alias(
+        "Linus", "émile")["error"]["message"]
     assert room.set_alias(None, "Anon")["error"]["stage"] == "permission"
     assert room.set_alias("teacher", "Anon")["error"]["stage"] == "permission"
     shown = [r["student"] for r in room.leaderboard("vector_add")["rows"]]

@@ -12,10 +12,13 @@ ALIAS_LIMIT = 24
 WHO = ("all", "students", "agents")  # what a board may be filtered to
 
 
-def check_alias(alias, student: str, others: set[str]) -> tuple[str | None, str | None]:
+def check_alias(alias, student: str, others: set[str],
+                shown: set[str] = frozenset()) -> tuple[str | None, str | None]:
     """(the name to show, None) or (None, why not). A name is 2 to 24 printable characters (letters, digits, spaces
-    and - _ . ' only), not 'teacher', not another student's own name (`others`: the names the class knows), and
-    starts with a letter or a digit (so no spreadsheet reads it as a formula). "" takes the chosen name away."""
+    and - _ . ' only), not 'teacher', not another student's own name (`others`: the names the class knows) nor a
+    name another student shows on the boards (`shown`), each compared in NFKC form without case (the database's
+    uniqueness folds ASCII case only: "Ｔop Coder", a full-width Ｔ, passed beside "Top Coder"), and starts with a
+    letter or a digit (so no spreadsheet reads it as a formula). "" takes the chosen name away."""
     text = user_name(alias)
     if not text:
         return "", None
@@ -30,6 +33,8 @@ def check_alias(alias, student: str, others: set[str]) -> tuple[str | None, str 
     fold = unicodedata.normalize("NFKC", text).casefold()
     if fold == TEACHER or fold in {unicodedata.normalize("NFKC", o).casefold() for o in others if o != student}:
         return None, "that is someone else's name: choose one of your own"
+    if fold in {unicodedata.normalize("NFKC", o).casefold() for o in shown}:
+        return None, f"another student shows {text} already: choose another name"
     return text, None
 
 

@@ -490,7 +490,8 @@ class Classroom:
         if name not in others:  # (the class password takes any name: names that never worked here keep nothing)
             return error("permission", "a name for the boards is for a student of the class: compile, run or submit "
                                        "something on an exercise first")
-        text, why = boards.check_alias(alias, name, others)
+        shown = {a for s, a in self.store.aliases().items() if s != name}
+        text, why = boards.check_alias(alias, name, others, shown)
         if why:
             return error("parameters", why)
         try:
