@@ -707,3 +707,19 @@ def test_a_switch_given_as_a_word_says_under_the_resources_which_value_it_took()
               "config": {"tile": {"is_causal": False}, "set_by_user": ["is_causal"], "picked_by": "user",
                          "why": "set by you", "notes": ["is_causal='no' taken as false"]}}
     assert "is_causal=&#x27;no&#x27; taken as false" in views.resources_html(result)
+
+
+def test_an_answer_written_by_the_users_code_cannot_put_markup_or_a_link_in_a_classmates_page():
+    """A job imports the user's file, and code run at its import can write the job's answer; a shared link shows
+    that answer to whoever opens it and compiles. What the views take from it is shown as a value or not at all."""
+    gemm = ctl.controls_for(GEMM_DESCRIBE)
+    values = {c.name: ctl.AUTO_TILE for c in gemm.tile}
+    assert any(c.auto for c in gemm.tile)
+    name = next(c.name for c in gemm.tile if c.auto)
+    forged = {"tile": {name: "[see](java\tscript:alert(1))"}}
+    assert name not in ctl.auto_picks(gemm, values, forged)  # (a dropdown's info is Markdown: a link)
+    assert ctl.auto_picks(gemm, values, {"tile": {name: 128}})[name] == "128"
+    assert ctl.auto_picks(gemm, values, "not a config") == {}
+    listing = code_html("a\nb", line_map=['1" onmouseover="alert(1)', 2], source_lines=None)
+    assert "onmouseover" not in listing and 'data-src="2"' in listing
+    assert views.first_sentence(" \n ") == ""  # (white space alone: no first line, and no IndexError)

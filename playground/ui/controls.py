@@ -194,12 +194,19 @@ def config_of(controls: Controls, values: dict, dtype: str) -> dict:
             "tile": {c.name: values.get(c.name) for c in controls.tile if values.get(c.name) != AUTO_TILE}}
 
 
+PLAIN_VALUE = re.compile(r"[\w.+-]{1,40}")
+
+
 def auto_picks(controls: Controls, values: dict, config: dict | None) -> dict[str, str]:
     """{name: value} for each control left at AUTO_TILE, as the engine picked it for the request whose answer's
     config this is (its `tile`): what "auto" became."""
-    tile = (config or {}).get("tile") or {}
+    tile = (config if isinstance(config, dict) else {}).get("tile")
+    tile = tile if isinstance(tile, dict) else {}
+    # (a value shown only where it looks like one: the answer comes from a job that ran the user's file, and the
+    # dropdown's `info` is Markdown to Gradio, where a forged "[x](url)" would be a link in a classmate's page)
     return {c.name: text(tile[c.name]) for c in controls.tile
-            if c.auto and text(values.get(c.name, c.default)) == AUTO_TILE and c.name in tile}
+            if c.auto and text(values.get(c.name, c.default)) == AUTO_TILE and c.name in tile
+            and PLAIN_VALUE.fullmatch(text(tile[c.name]))}
 
 
 # -- what each parameter does ------------------------------------------------------------------------------------

@@ -123,6 +123,7 @@ def code_html(text: str, language: str = "cuda", *, line_map: list | None = None
             out.append("</details>")
         number = i + first_line
         src = line_map[i] if line_map and i < len(line_map) else None
+        src = src if isinstance(src, int) and not isinstance(src, bool) else None  # (a line number, nothing else)
         classes = ["pg-line"]
         attrs = ""
         if src is not None:

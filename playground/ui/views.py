@@ -293,7 +293,8 @@ def compile_time_text(result: dict, waited: float | None = None) -> str:
 
 
 def first_sentence(text: str, limit: int = 240) -> str:
-    text = (text or "").strip().splitlines()[0] if text else ""
+    lines = str(text or "").strip().splitlines()  # (a message of white space alone has no first line)
+    text = lines[0] if lines else ""
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
