@@ -723,3 +723,9 @@ def test_an_answer_written_by_the_users_code_cannot_put_markup_or_a_link_in_a_cl
     listing = code_html("a\nb", line_map=['1" onmouseover="alert(1)', 2], source_lines=None)
     assert "onmouseover" not in listing and 'data-src="2"' in listing
     assert views.first_sentence(" \n ") == ""  # (white space alone: no first line, and no IndexError)
+    # Plotly draws <a> and styles in names and labels: a baseline's name from the answer is text there too
+    run = json.loads(json.dumps(SAMPLES["run_gemm"]))
+    run["baselines"] = {'<a href="https://x.example">cuBLAS</a>': run["baselines"]["torch.matmul (cuBLAS)"]}
+    from playground.ui.roofline import roofline_figure
+    for fig in (charts.speed_figure(run), roofline_figure(run)):
+        assert "<a href" not in fig.to_json() and "&lt;a href" in fig.to_json()
