@@ -30,10 +30,12 @@ def check_alias(alias, student: str, others: set[str],
         return None, "a name on the boards starts with a letter or a digit"
     if len(scripts(text)) > 1:  # "Grace Hopp\u0435r", Cyrillic е for e: a classmate's name to the eye
         return None, "a name on the boards is written in one alphabet (not Latin letters mixed with Cyrillic or Greek)"
-    fold = unicodedata.normalize("NFKC", text).casefold()
-    if fold == TEACHER or fold in {unicodedata.normalize("NFKC", o).casefold() for o in others if o != student}:
+    def folded(name: str) -> str:
+        return unicodedata.normalize("NFKC", name).casefold()
+    fold = folded(text)
+    if fold == TEACHER or fold in {folded(o) for o in others if o != student}:
         return None, "that is someone else's name: choose one of your own"
-    if fold in {unicodedata.normalize("NFKC", o).casefold() for o in shown}:
+    if fold in {folded(o) for o in shown}:
         return None, f"another student shows {text} already: choose another name"
     return text, None
 

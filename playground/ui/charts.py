@@ -6,11 +6,9 @@ page fetches anything from the internet. Transparent backgrounds and a mid-grey 
 """
 from __future__ import annotations
 
-import html
-
 import plotly.graph_objects as go
 
-from .views import TUNE_RESULT_KEYS
+from .views import TUNE_RESULT_KEYS, esc
 
 KERNEL_COLOR = "#f97316"     # the student's kernel: one colour everywhere
 BASELINE_COLORS = ["#60a5fa", "#a78bfa", "#34d399", "#f472b6", "#facc15"]
@@ -47,7 +45,8 @@ def speed_figure(result: dict | None) -> go.Figure | None:
         rate = s.get("tflops")
         text.append(f"{rate:.1f} TFLOP/s" if rate and rate >= 1 else f"{s.get('gbps') or 0:,.0f} GB/s")
     fig = go.Figure(go.Bar(
-        x=[html.escape(str(n)) for n in names], y=med, marker_color=colors, text=text, textposition="inside", insidetextanchor="middle",
+        x=[esc(n) for n in names], y=med, marker_color=colors, text=text, textposition="inside",
+        insidetextanchor="middle",
         textfont=dict(color="white", size=13),
         error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo, color="#8b949e", thickness=1.5,
                      width=8),
@@ -79,8 +78,8 @@ def sweep_figure(result: dict | None, metric: str = "tflops") -> go.Figure | Non
                 ys.append(s.get(metric))
         color = KERNEL_COLOR if name == "kernel" else BASELINE_COLORS[i % len(BASELINE_COLORS)]
         fig.add_trace(go.Scatter(
-            x=[html.escape(str(v)) for v in labels], y=ys, mode="lines+markers",
-            name="this kernel" if name == "kernel" else html.escape(str(name)),
+            x=[esc(v) for v in labels], y=ys, mode="lines+markers",
+            name="this kernel" if name == "kernel" else esc(name),
             line=dict(color=color, width=2.5 if name == "kernel" else 1.8),
             error_y=dict(type="data", symmetric=False, array=err_hi, arrayminus=err_lo, thickness=1)
             if metric == "median_ms" else None))
@@ -102,7 +101,7 @@ def history_figure(history: list[dict]) -> go.Figure | None:
         x=x, y=y, mode="lines+markers", line=dict(color=KERNEL_COLOR, width=2),
         marker=dict(size=[14 if i == best else 8 for i in range(len(y))],
                     symbol=["star" if i == best else "circle" for i in range(len(y))]),
-        text=[html.escape(str(h.get("label", ""))) for h in runs],
+        text=[esc(h.get("label", "")) for h in runs],
         customdata=[h.get("tflops") or 0 for h in runs],
         hovertemplate="%{x}: %{y:.4f} ms, %{customdata:.1f} TFLOP/s<br>%{text}<extra></extra>"))
     fig.update_yaxes(title_text="median time (ms)", rangemode="tozero")
@@ -119,7 +118,7 @@ def tune_figure(result: dict | None) -> go.Figure | None:
         return None
     rows = sorted(rows, key=lambda r: r["median_ms"])[:30]
     space = [k for k in rows[0] if k not in TUNE_RESULT_KEYS]
-    labels = [html.escape("/".join(str(r[k]) for k in space)) for r in rows]
+    labels = [esc("/".join(str(r[k]) for k in space)) for r in rows]
     use_tflops = any((r.get("tflops") or 0) >= 1 for r in rows)
     values = [r.get("tflops") if use_tflops else r.get("gbps") for r in rows]
     colors = [KERNEL_COLOR if i == 0 else BASELINE_COLORS[0] for i in range(len(rows))]

@@ -144,7 +144,8 @@ def memcheck_html(result: dict | None) -> str:
                  f"<code>{_esc(e.get('code'))}</code>", _esc(e["message"]),
                  _esc(f"thread {e['thread']} block {e['block']}" if e.get("thread") else ""),
                  "<br>".join(_esc(d) for d in e.get("details", [])[:3])] for e in run["errors"][:20]]
-        out.append(f'<div class="pg-status fail">{_esc(what)}: {_esc(run["error_count"])} error(s) ({_esc(shapes)})</div>')
+        out.append(f'<div class="pg-status fail">{_esc(what)}: {_esc(run["error_count"])} error(s) '
+                   f'({_esc(shapes)})</div>')
         out.append(_table(["line", "source", "error", "where", "details"], rows, "pg-memcheck"))
     if any(not r["guards"] and r["error_count"] for r in result.get("runs") or []) and \
             not any(r["guards"] and r["tool"] == "memcheck" and r["error_count"] for r in result.get("runs") or []):

@@ -10,13 +10,12 @@ sit at the same intensity, beside the kernel.
 """
 from __future__ import annotations
 
-import html
-
 import math
 
 import plotly.graph_objects as go
 
 from .charts import BASELINE_COLORS, KERNEL_COLOR, chart_layout
+from .views import esc
 
 ROOF_COLOR = "#8b949e"
 
@@ -71,7 +70,7 @@ def roofline_figure(result: dict | None) -> go.Figure | None:
     names = list(p["baselines"])
     for i, name in enumerate(names):
         b = p["baselines"][name]
-        name = html.escape(str(name))  # (Plotly draws <a>, <b> and styles in a name: it is the answer's text)
+        name = esc(name)  # (Plotly draws <a>, <b> and styles in a name: it is the answer's text)
         fig.add_trace(go.Scatter(
             x=[p["intensity"]], y=[b["tflops"]], mode="markers", name=name,
             marker=dict(size=11, symbol="diamond", color=BASELINE_COLORS[i % len(BASELINE_COLORS)]),

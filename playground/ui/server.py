@@ -7,7 +7,6 @@ import collections
 import hashlib
 import hmac
 import inspect
-import json
 import logging
 import math
 import os
@@ -377,9 +376,9 @@ class PeerAddress:
         if scope.get("type") == "http" and self.max_body:
             declared = [v for k, v in scope.get("headers") or [] if k == b"content-length"]
             if declared and (not declared[0].strip().isdigit() or int(declared[0]) > self.max_body):
-                await self._too_large(send)
+                await self._too_large(scope, receive, send)
                 return
-            receive, send = self._counted(receive, send)
+            receive, send = self._counted(scope, receive, send)
         if scope.get("type") in ("http", "websocket") and PEER not in scope:
             peer = scope.get("client") or ("unknown", 0)
             forwarded = [v.decode("latin-1") for k, v in scope.get("headers") or [] if k == b"x-forwarded-for"]
@@ -393,14 +392,11 @@ class PeerAddress:
                     scope["scheme"] = proto if scope["type"] == "http" else proto.replace("http", "ws")
         await self.app(scope, receive, send)
 
-    async def _too_large(self, send) -> None:
-        body = json.dumps({"error": f"a request's body is limited to {self.max_body // 1024} KiB"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+    async def _too_large(self, scope, receive, send) -> None:
+        await JSONResponse({"error": f"a request's body is limited to {self.max_body // 1024} KiB"}, status_code=413,
+                           headers={"connection": "close"})(scope, receive, send)
 
-    def _counted(self, receive, send):
+    def _counted(self, scope, receive, send):
         state = {"read": 0, "refused": False, "answered": False}
 
         async def counted_receive():
@@ -411,7 +407,7 @@ class PeerAddress:
                     state["refused"] = True
                     if not state["answered"]:
                         state["answered"] = True
-                        await self._too_large(send)
+                        await self._too_large(scope, receive, send)
             return {"type": "http.disconnect"} if state["refused"] else message
 
         async def guarded_send(message):
